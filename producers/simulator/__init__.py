@@ -1,0 +1,17 @@
+"""XCom fleet simulator: seeded, clock-injected, with a catalogue of named faults."""
+
+from replimon.producers.simulator.faults import CATALOGUE, FaultSpec, Injection, parse_duration_ms, parse_injection
+from replimon.producers.simulator.fleet import DEFAULT_START_MS, JsonlSink, SimOptions, Simulator, SimSummary
+
+__all__ = [
+    "CATALOGUE",
+    "DEFAULT_START_MS",
+    "FaultSpec",
+    "Injection",
+    "JsonlSink",
+    "SimOptions",
+    "SimSummary",
+    "Simulator",
+    "parse_duration_ms",
+    "parse_injection",
+]

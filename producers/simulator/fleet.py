@@ -1,0 +1,197 @@
+"""The fleet simulator: N groups x M nodes, a seeded RNG, an injected clock, named faults.
+
+``Simulator(options, injections, sink).run()`` advances every group tick by tick and hands each
+event (a contract-v1 dict, field order fixed) to ``sink``. Event times are ``options.start_ms``
+plus simulated time (plus each node's small clock offset), so the same seed and options give the
+same events in the same order, byte for byte, whatever the wall clock says. ``realtime=True``
+paces ticks against a clock (injected; ``time.monotonic`` by default) for live publishing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from replimon.config import Settings
+from replimon.core.configmap import Rules
+from replimon.producers.simulator.faults import CATALOGUE, Injection
+from replimon.producers.simulator.group import GroupSim
+
+# 2026-01-01T00:00:00Z: the default start of a file run, so files do not depend on the wall clock.
+DEFAULT_START_MS = 1_767_225_600_000
+
+Sink = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    groups: int = 3
+    nodes: int = 3
+    seed: int = 0
+    duration_ms: int = 30_000
+    tick_ms: int = 100
+    decisions_per_s: float = 20.0
+    heartbeat_interval_s: float = 1.0
+    old_node_fraction: float = 0.2
+    reconfig_every_s: float = 20.0
+    restart_every_s: float = 120.0
+    cache_size: int = 50_000
+    start_ms: int = DEFAULT_START_MS
+    rules: Rules = field(default_factory=Rules)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides: Any) -> SimOptions:
+        sim, th = settings.simulator, settings.thresholds
+        rules = Rules(
+            eh_min=th.event_horizon_min,
+            eh_max=th.event_horizon_max,
+            default_eh=th.default_event_horizon,
+            min_protocol_for_eh=th.min_protocol_for_eh,
+        )
+        values: dict[str, Any] = {
+            "groups": sim.groups,
+            "nodes": sim.nodes,
+            "seed": sim.seed,
+            "tick_ms": sim.tick_ms,
+            "decisions_per_s": sim.decisions_per_s,
+            "heartbeat_interval_s": sim.heartbeat_interval_s,
+            "old_node_fraction": sim.old_node_fraction,
+            "reconfig_every_s": sim.reconfig_every_s,
+            "restart_every_s": sim.restart_every_s,
+            "cache_size": sim.cache_size,
+            "rules": rules,
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+def group_names(n: int) -> list[str]:
+    return [f"g{i}" for i in range(1, n + 1)]
+
+
+@dataclass
+class SimSummary:
+    events: int
+    lost: int
+    ticks: int
+    duration_ms: int
+    faults: list[dict[str, Any]]
+    per_group: dict[str, dict[str, int]]
+
+
+class Simulator:
+    """Drives the groups; see the module docstring."""
+
+    def __init__(self, options: SimOptions, injections: Iterable[Injection] = (), sink: Sink | None = None) -> None:
+        if options.nodes < 1 or options.groups < 1:
+            raise ValueError("groups and nodes must be at least 1")
+        self.options = options
+        self.sink: Sink = sink or (lambda _e: None)
+        self.groups: dict[str, GroupSim] = {}
+        for name in group_names(options.groups):
+            self.groups[name] = GroupSim(
+                name,
+                options.nodes,
+                seed=options.seed,
+                tick_ms=options.tick_ms,
+                decisions_per_s=options.decisions_per_s,
+                heartbeat_ms=int(options.heartbeat_interval_s * 1000),
+                old_node_fraction=options.old_node_fraction,
+                reconfig_every_s=options.reconfig_every_s,
+                restart_every_s=options.restart_every_s,
+                cache_size=options.cache_size,
+                rules=options.rules,
+                base_ms=options.start_ms,
+                emit=self._emit,
+            )
+        self.injections = sorted(injections, key=lambda i: (i.at_ms, i.group, i.fault))
+        for inj in self.injections:
+            if inj.group not in self.groups:
+                raise ValueError(f"fault {inj.fault}: no group {inj.group!r} (groups are g1..g{options.groups})")
+            if inj.fault == "incomplete_history":
+                self.groups[inj.group].hidden_until = inj.at_ms
+        self._pending = list(self.injections)
+        self.t = 0
+        self.ticks = 0
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        self.sink(event)
+
+    def step(self) -> None:
+        """Advance every group by one tick."""
+        t = self.t
+        while self._pending and self._pending[0].at_ms <= t:
+            inj = self._pending.pop(0)
+            group = self.groups[inj.group]
+            group.t = t
+            group.start_script(CATALOGUE[inj.fault].script(group, inj))
+        for group in self.groups.values():
+            group.tick(t)
+        self.ticks += 1
+        self.t += self.options.tick_ms
+
+    def run(
+        self,
+        *,
+        realtime: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> SimSummary:
+        """Run for ``options.duration_ms`` (0 = until ``should_stop``), paced when ``realtime``."""
+        began = clock()
+        duration = self.options.duration_ms
+        while (duration <= 0 or self.t < duration) and not should_stop():
+            if realtime:
+                ahead = self.t / 1000 - (clock() - began)
+                if ahead > 0:
+                    sleep(ahead)
+            self.step()
+        return self.summary()
+
+    def summary(self) -> SimSummary:
+        per_group = {
+            name: {"events": g.events, "lost": g.dropped, "decided": g.decided}
+            for name, g in self.groups.items()
+        }
+        return SimSummary(
+            events=sum(g.events for g in self.groups.values()),
+            lost=sum(g.dropped for g in self.groups.values()),
+            ticks=self.ticks,
+            duration_ms=self.t,
+            faults=self.manifest(),
+            per_group=per_group,
+        )
+
+    def manifest(self) -> list[dict[str, Any]]:
+        """The injected faults with the alert kind each must produce and what it touched."""
+        return [inj.record(self.options.start_ms) for inj in self.injections if inj.at_ms < max(self.t, 1)]
+
+
+class JsonlSink:
+    """Writes one compact JSON object per line (the bytes a Kafka message would carry)."""
+
+    def __init__(self, out: str | Path | IO[str]) -> None:
+        if isinstance(out, str | Path) and str(out) != "-":
+            self._fh: IO[str] = open(out, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+            self._owned = True
+        else:
+            self._fh = sys.stdout if str(out) == "-" else out  # type: ignore[assignment]
+            self._owned = False
+        self.count = 0
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        self._fh.write(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
+        self._fh.write("\n")
+        self.count += 1
+
+    def close(self) -> None:
+        if self._owned:
+            self._fh.close()
+        else:
+            self._fh.flush()

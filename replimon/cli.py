@@ -1,0 +1,283 @@
+"""The ``replimon`` command: thin glue over the library (every command is callable from Python).
+
+Errors an operator can cause (a bad flag, a bad config value, an unreadable file) end with one
+line on stderr naming what is wrong and exit status 2; never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from replimon.config import ConfigError, Settings, load_settings
+
+try:  # typer >= 0.20 vendors click; its exceptions live there
+    from typer._click import exceptions as click_exc
+except ImportError:  # pragma: no cover - older typer on plain click
+    from click import exceptions as click_exc  # type: ignore[no-redef]
+
+app = typer.Typer(
+    name="replimon",
+    help="Live safety and liveness monitoring for replicated database groups.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+err = Console(stderr=True)
+
+
+class _State:
+    config_path: str | None = None
+
+    def settings(self, **overrides: Any) -> Settings:
+        return load_settings(self.config_path, **overrides)
+
+
+state = _State()
+
+
+def fail(message: str) -> typer.Exit:
+    """Print one line on stderr; the caller raises the returned Exit(2)."""
+    err.print(f"replimon: {message}", highlight=False, markup=False, soft_wrap=True)
+    return typer.Exit(2)
+
+
+@app.callback()
+def _root(
+    config: Annotated[
+        str | None,
+        typer.Option("--config", "-c", envvar="REPLIMON_CONFIG", help="YAML config file [env REPLIMON_CONFIG; default conf/replimon.yaml]"),
+    ] = None,
+) -> None:
+    state.config_path = config
+
+
+# ------------------------------------------------------------------------------- simulate
+@app.command()
+def simulate(
+    seed: Annotated[int | None, typer.Option(help="RNG seed [config simulator.seed]")] = None,
+    groups: Annotated[int | None, typer.Option(min=1, help="groups [config simulator.groups]")] = None,
+    nodes: Annotated[int | None, typer.Option(min=1, max=9, help="nodes per group [config simulator.nodes]")] = None,
+    duration: Annotated[str, typer.Option(help="simulated time, e.g. 30s, 5m; 0 = until Ctrl-C (with --kafka)")] = "30s",
+    rate: Annotated[float | None, typer.Option(min=0.001, help="decisions per second per group [config simulator.decisions_per_s]")] = None,
+    out: Annotated[str | None, typer.Option("--out", "-o", help="write JSONL here ('-' = stdout)")] = None,
+    kafka: Annotated[bool, typer.Option("--kafka", help="publish to Kafka (kafka.bootstrap_servers) in real time")] = False,
+    inject: Annotated[list[str] | None, typer.Option("--inject", "-i", help="fault NAME[:GROUP][@TIME], repeatable (see --list-faults)")] = None,
+    start: Annotated[str | None, typer.Option(help="event time of t=0: ISO-8601 or epoch ms [default 2026-01-01T00:00:00Z for files, now for --kafka]")] = None,
+    manifest: Annotated[str | None, typer.Option(help="write the injected faults (JSON) here [default OUT.faults.json]")] = None,
+    list_faults: Annotated[bool, typer.Option("--list-faults", help="print the fault catalogue and exit")] = False,
+) -> None:
+    """Simulate a fleet of XCom groups; write contract-v1 events to JSONL or Kafka."""
+    from replimon.producers.simulator import (
+        CATALOGUE,
+        DEFAULT_START_MS,
+        JsonlSink,
+        SimOptions,
+        Simulator,
+        parse_duration_ms,
+        parse_injection,
+    )
+
+    if list_faults:
+        _print_faults(CATALOGUE)
+        return
+    if (out is None) == (not kafka):
+        raise fail("simulate: give exactly one of --out FILE or --kafka")
+    try:
+        duration_ms = parse_duration_ms(duration)
+        injections = [parse_injection(text) for text in inject or []]
+        start_ms = _parse_start(start) if start else (int(time.time() * 1000) if kafka else DEFAULT_START_MS)
+    except ValueError as exc:
+        raise fail(f"simulate: {exc}") from None
+    if duration_ms <= 0 and not kafka:
+        raise fail("simulate: --duration must be positive when writing a file")
+    settings = state.settings()
+    options = SimOptions.from_settings(
+        settings, seed=seed, groups=groups, nodes=nodes, decisions_per_s=rate,
+        duration_ms=duration_ms, start_ms=start_ms,
+    )
+    if kafka:
+        from replimon.producers.publisher import Publisher
+
+        with Publisher.from_settings(settings) as publisher:
+            sim = _simulator(Simulator, options, injections, publisher.send)
+            try:
+                summary = sim.run(realtime=True)
+            except KeyboardInterrupt:
+                summary = sim.summary()
+            publisher.flush()
+            stats = publisher.stats()
+        err.print(f"published {stats.delivered} events to {settings.kafka.bootstrap_servers} ({stats.failed} failed)")
+    else:
+        assert out is not None
+        sink = JsonlSink(out)
+        try:
+            sim = _simulator(Simulator, options, injections, sink)
+            summary = sim.run()
+        finally:
+            sink.close()
+        err.print(f"wrote {summary.events} events ({summary.duration_ms / 1000:.1f} s simulated) to {out}")
+    path = manifest or (f"{out}.faults.json" if out and out != "-" else None)
+    if path and summary.faults:
+        Path(path).write_text(json.dumps(summary.faults, indent=2) + "\n", encoding="utf-8")
+        err.print(f"injected faults listed in {path}")
+
+
+def _simulator(cls: Any, options: Any, injections: Any, sink: Any) -> Any:
+    try:
+        return cls(options, injections, sink)
+    except ValueError as exc:
+        raise fail(f"simulate: {exc}") from None
+
+
+def _parse_start(text: str) -> int:
+    if text.isdigit():
+        return int(text)
+    from datetime import datetime
+
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"--start: not ISO-8601 or epoch ms: {text!r}") from None
+    if dt.tzinfo is None:
+        raise ValueError("--start: give a time zone (e.g. 2026-01-01T00:00:00Z)")
+    return int(dt.timestamp() * 1000)
+
+
+def _print_faults(catalogue: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(title="simulator fault catalogue (inject with --inject NAME[:GROUP][@TIME])")
+    table.add_column("fault")
+    table.add_column("alert it must raise")
+    table.add_column("what happens")
+    for spec in catalogue.values():
+        table.add_row(spec.name, spec.alert, spec.summary)
+    Console(width=max(Console().width, 140)).print(table)
+
+
+# ------------------------------------------------------------------------ embedded servers
+@app.command()
+def broker(
+    partitions: Annotated[int | None, typer.Option(min=1, help="partitions per topic [config kafka.partitions]")] = None,
+) -> None:
+    """Run the embedded Kafka-compatible broker (Tansu) with replimon's topics until Ctrl-C."""
+    from replimon.embedded import EmbeddedBroker
+
+    settings = state.settings()
+    with EmbeddedBroker() as b:
+        b.create_topics(list(settings.kafka.topics.all), partitions or settings.kafka.partitions)
+        print(f"REPLIMON_KAFKA__BOOTSTRAP_SERVERS={b.bootstrap_servers}", flush=True)
+        err.print("broker ready; Ctrl-C stops it")
+        _wait_forever()
+
+
+@app.command()
+def db() -> None:
+    """Run the embedded PostgreSQL until Ctrl-C."""
+    from replimon.embedded import EmbeddedPostgres
+
+    with EmbeddedPostgres() as pg:
+        print(f"REPLIMON_POSTGRES__DSN={pg.dsn}", flush=True)
+        err.print("PostgreSQL ready; Ctrl-C stops it")
+        _wait_forever()
+
+
+def _wait_forever() -> None:
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        err.print("stopping")
+
+
+@app.command()
+def demo(
+    duration: Annotated[str, typer.Option(help="how long to run, e.g. 2m; 0 = until Ctrl-C")] = "0",
+    groups: Annotated[int, typer.Option(min=1, help="groups in the demo fleet")] = 6,
+    nodes: Annotated[int, typer.Option(min=1, max=9, help="nodes per group")] = 3,
+    inject: Annotated[list[str] | None, typer.Option("--inject", "-i", help="faults to inject (default: a few)")] = None,
+    plain: Annotated[bool, typer.Option("--plain", help="print a line every few seconds instead of a live table")] = False,
+) -> None:
+    """The embedded default: broker, PostgreSQL, the simulator publishing a demo fleet, a live view."""
+    from replimon.demo import DEFAULT_FAULTS, run_demo
+    from replimon.producers.simulator import parse_duration_ms, parse_injection
+
+    try:
+        duration_ms = parse_duration_ms(duration)
+        injections = [parse_injection(t) for t in (inject if inject is not None else DEFAULT_FAULTS)]
+    except ValueError as exc:
+        raise fail(f"demo: {exc}") from None
+    run_demo(state.settings(), groups=groups, nodes=nodes, duration_ms=duration_ms, injections=injections, plain=plain)
+
+
+# ------------------------------------------------------------------------------ utilities
+@app.command()
+def schema(
+    check: Annotated[bool, typer.Option("--check", help="exit 1 if the checked-in schema is stale")] = False,
+    write: Annotated[bool, typer.Option("--write", help="regenerate conf/schemas/event-v1.schema.json")] = False,
+) -> None:
+    """Print (or check, or regenerate) the JSON Schema of event contract v1."""
+    from replimon.contract.parse import SCHEMA_PATH, json_schema, write_json_schema
+
+    text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    if write:
+        err.print(f"wrote {write_json_schema()}")
+    elif check:
+        current = SCHEMA_PATH.read_text(encoding="utf-8") if SCHEMA_PATH.exists() else ""
+        if current != text:
+            err.print(f"{SCHEMA_PATH} is stale: run `replimon schema --write`")
+            raise typer.Exit(1)
+        err.print("schema is up to date")
+    else:
+        sys.stdout.write(text)
+
+
+@app.command("config")
+def show_config() -> None:
+    """Print the effective configuration (file, environment and defaults merged) as JSON."""
+    print(state.settings().model_dump_json(indent=2))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app; one-line errors for usage and config problems."""
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=argv, prog_name="replimon", standalone_mode=False)
+    except click_exc.NoArgsIsHelpError as exc:
+        err.print(exc.ctx.get_help() if exc.ctx else "", highlight=False, markup=False)
+        return 2
+    except click_exc.UsageError as exc:
+        where = f"{exc.ctx.command_path}: " if exc.ctx and exc.ctx.command_path != "replimon" else ""
+        err.print(f"replimon: {where.removeprefix('replimon ')}{exc.format_message()}", highlight=False, markup=False, soft_wrap=True)
+        return 2
+    except typer.Abort:
+        err.print("aborted")
+        return 130
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except click_exc.ClickException as exc:
+        err.print(f"replimon: {exc.format_message()}", highlight=False, markup=False, soft_wrap=True)
+        return 2
+    except ConfigError as exc:
+        err.print(str(exc), highlight=False, markup=False, soft_wrap=True)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return result if isinstance(result, int) else 0
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

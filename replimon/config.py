@@ -1,0 +1,251 @@
+"""Every setting replimon has, in one frozen tree, read from exactly one place.
+
+Sources, highest priority first:
+
+1. keyword arguments (tests, CLI flags that override a setting);
+2. environment variables ``REPLIMON_<SECTION>__<FIELD>`` (for example
+   ``REPLIMON_KAFKA__BOOTSTRAP_SERVERS`` or ``REPLIMON_THRESHOLDS__NODE_SILENT_S``);
+3. the YAML file: ``--config PATH``, else ``$REPLIMON_CONFIG``, else ``conf/replimon.yaml`` when it
+   exists in the working directory;
+4. the defaults written below (the same values as ``conf/replimon.yaml``).
+
+A wrong value raises :class:`ConfigError`, whose message is one line naming the field and the
+problem; the CLI prints it and exits with status 2 (no traceback).
+"""
+
+from __future__ import annotations
+
+import os
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+DEFAULT_CONFIG_FILE = Path("conf/replimon.yaml")
+ENV_CONFIG_FILE = "REPLIMON_CONFIG"
+
+
+class ConfigError(ValueError):
+    """A configuration value or file is wrong; ``str(err)`` is one line for the operator."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Topics(_Section):
+    """Kafka topic names (SPEC section 2)."""
+
+    decisions: str = "replica.decisions"
+    executions: str = "replica.executions"
+    heartbeats: str = "replica.heartbeats"
+    config: str = "replica.config"
+    alerts: str = "monitor.alerts"
+    state: str = "monitor.state"
+    dead_letters: str = "monitor.dead_letters"
+
+    def for_event_type(self, event_type: str) -> str:
+        """The input topic an event of contract type ``event_type`` is published to."""
+        return {
+            "decision": self.decisions,
+            "execution": self.executions,
+            "heartbeat": self.heartbeats,
+            "config": self.config,
+        }[event_type]
+
+    @property
+    def inputs(self) -> tuple[str, str, str, str]:
+        return (self.decisions, self.executions, self.heartbeats, self.config)
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        return (*self.inputs, self.alerts, self.state, self.dead_letters)
+
+
+class Producer(_Section):
+    """Publisher tuning: how much may be buffered before ``publish`` blocks (back-pressure)."""
+
+    linger_ms: int = Field(20, ge=0, le=10_000)
+    max_buffered_messages: int = Field(100_000, ge=1, le=10_000_000)
+    block_timeout_s: float = Field(30.0, gt=0)
+    delivery_timeout_ms: int = Field(120_000, ge=1_000)
+    compression: str = Field("lz4", pattern="^(none|gzip|snappy|lz4|zstd)$")
+
+
+class Kafka(_Section):
+    bootstrap_servers: str = Field("127.0.0.1:9092", min_length=1)
+    client_id: str = "replimon"
+    partitions: int = Field(4, ge=1, le=1024, description="partitions of topics replimon creates")
+    replication_factor: int = Field(1, ge=1, le=16)
+    topics: Topics = Topics()
+    producer: Producer = Producer()
+
+
+class Postgres(_Section):
+    dsn: str = Field(
+        "",
+        description="libpq URI; empty means the embedded PostgreSQL that `replimon demo` starts",
+    )
+
+
+class Thresholds(_Section):
+    """Rule parameters, SPEC sections 4 and 5 (defaults as the SPEC gives them)."""
+
+    event_horizon_min: int = Field(10, ge=1)
+    event_horizon_max: int = Field(200, ge=1)
+    default_event_horizon: int = Field(10, ge=1, description="compile-time default of old nodes")
+    min_protocol_for_eh: int = Field(5, ge=0, description="x_1_4: first protocol that can reconfigure the event horizon")
+    horizon_wedge_s: float = Field(10.0, gt=0)
+    no_progress_s: float = Field(30.0, gt=0)
+    pending_config_stuck_s: float = Field(60.0, gt=0)
+    node_silent_s: float = Field(5.0, gt=0)
+    executor_lag_instances: int = Field(1000, ge=1)
+    executor_lag_s: float = Field(10.0, gt=0)
+    group_silent_s: float = Field(15.0, gt=0)
+    skew_s: float = Field(2.0, ge=0, description="tolerated cross-node event-time disorder")
+
+    @model_validator(mode="after")
+    def _domain_ordered(self) -> Thresholds:
+        if self.event_horizon_min > self.event_horizon_max:
+            raise ValueError("event_horizon_min must not exceed event_horizon_max")
+        if not self.event_horizon_min <= self.default_event_horizon <= self.event_horizon_max:
+            raise ValueError("default_event_horizon must lie inside [event_horizon_min, event_horizon_max]")
+        return self
+
+
+class Paths(_Section):
+    data_dir: Path = Path("var/data")
+    checkpoint_dir: Path = Path("var/checkpoints")
+
+
+class Streaming(_Section):
+    """Spark job settings (issue 4 uses them)."""
+
+    master: str = "local[2]"
+    trigger_interval_s: float = Field(1.0, gt=0)
+    shuffle_partitions: int = Field(2, ge=1, le=10_000)
+    max_offsets_per_trigger: int = Field(200_000, ge=1)
+    source_format: str = Field("replimon-kafka", pattern="^(replimon-kafka|kafka)$")
+
+
+class Simulator(_Section):
+    """Defaults of `replimon simulate` and the demo fleet."""
+
+    groups: int = Field(3, ge=1, le=100_000)
+    nodes: int = Field(3, ge=1, le=9, description="XCom groups have at most 9 members")
+    seed: int = 0
+    tick_ms: int = Field(100, ge=10, le=10_000)
+    decisions_per_s: float = Field(20.0, gt=0, le=100_000)
+    heartbeat_interval_s: float = Field(1.0, gt=0)
+    old_node_fraction: float = Field(0.2, ge=0, le=1)
+    reconfig_every_s: float = Field(20.0, gt=0, description="mean time between legal reconfigurations per group")
+    restart_every_s: float = Field(120.0, gt=0, description="mean time between node restarts per group")
+    cache_size: int = Field(50_000, ge=1)
+
+
+class Settings(BaseSettings):
+    """The whole configuration (frozen)."""
+
+    model_config = SettingsConfigDict(
+        frozen=True,
+        extra="forbid",
+        env_prefix="REPLIMON_",
+        env_nested_delimiter="__",
+        case_sensitive=False,
+    )
+
+    kafka: Kafka = Kafka()
+    postgres: Postgres = Postgres()
+    thresholds: Thresholds = Thresholds()
+    paths: Paths = Paths()
+    streaming: Streaming = Streaming()
+    simulator: Simulator = Simulator()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _YamlDefaults(settings_cls))
+
+
+_yaml_values: ContextVar[dict[str, Any]] = ContextVar("replimon_yaml_values", default={})
+
+
+class _YamlDefaults(PydanticBaseSettingsSource):
+    """The YAML file's values (set by load_settings); below the environment, above the defaults."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return _yaml_values.get().get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_yaml_values.get())
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"config file {path}{where}: not valid YAML") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: top level must be a mapping of sections")
+    return data
+
+
+def _one_line(exc: ValidationError, origin: str) -> str:
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown setting"
+    value = err.get("input")
+    shown = "" if err["type"] == "missing" or isinstance(value, dict) else f" (got {value!r})"
+    more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"config error in {origin}: {field}: {msg}{shown}{more}"
+
+
+def config_path(explicit: str | Path | None = None) -> Path | None:
+    """The YAML file that applies: explicit, else $REPLIMON_CONFIG, else conf/replimon.yaml if present."""
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get(ENV_CONFIG_FILE)
+    if env:
+        return Path(env)
+    return DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.is_file() else None
+
+
+def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
+    """Load the settings; raise :class:`ConfigError` (one line) on any wrong value."""
+    file = config_path(path)
+    token = _yaml_values.set(_read_yaml(file) if file is not None else {})
+    origin = str(file) if file is not None else "environment"
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        # Name the environment variable when that is where the value came from.
+        loc = exc.errors()[0]["loc"]
+        env_name = "REPLIMON_" + "__".join(str(p) for p in loc).upper()
+        if env_name in {k.upper() for k in os.environ}:
+            origin = f"environment ({env_name})"
+        raise ConfigError(_one_line(exc, origin)) from None
+    finally:
+        _yaml_values.reset(token)

@@ -1,0 +1,126 @@
+"""Turn raw message bytes into an event or a reason; never raise on bad input.
+
+The reason is one line that names the field (``instance: must be >= 0 (got -1)``) so a dead-letter
+row tells the integration team what to fix.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from replimon.contract.models import (
+    EVENT_TYPES,
+    ConfigReport,
+    Decision,
+    Event,
+    Execution,
+    Heartbeat,
+)
+
+AnyEvent = Decision | Execution | Heartbeat | ConfigReport
+
+_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
+_MAX_BYTES = 1 << 20
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "conf" / "schemas" / "event-v1.schema.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """A record that breaks contract v1, with the reason in one line."""
+
+    reason: str
+
+
+def _describe(err: Any) -> str:
+    loc = [str(p) for p in err["loc"]]
+    # A discriminated union puts the tag ("decision", ...) first; drop it, the type is known.
+    if loc and loc[0] in EVENT_TYPES:
+        loc = loc[1:]
+    field = ".".join(loc)
+    kind = err["type"]
+    value = err.get("input")
+    if kind == "union_tag_invalid":
+        return f"type: must be one of {', '.join(EVENT_TYPES)} (got {value.get('type')!r})"
+    if kind == "union_tag_not_found":
+        return "type: missing"
+    if kind == "missing":
+        return f"{field}: missing"
+    if kind == "extra_forbidden":
+        return f"{field}: unknown field"
+    if kind == "literal_error" and field == "v":
+        return f"v: unsupported contract version (got {value!r}, this monitor reads 1)"
+    if kind == "value_error":
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        return f"{field}: {msg}" if field else msg
+    shown = "" if isinstance(value, dict | list) else f" (got {value!r})"
+    return f"{field}: {err['msg']}{shown}" if field else f"{err['msg']}{shown}"
+
+
+def reason_of(exc: ValidationError) -> str:
+    """One line for the first problem of a validation error (and how many more there are)."""
+    errs = exc.errors(include_url=False)
+    more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""
+    return _describe(errs[0]) + more
+
+
+def parse_event(raw: bytes | str | None) -> AnyEvent | Invalid:
+    """Parse one message value. Returns the typed event, or :class:`Invalid` with the reason."""
+    if raw is None:
+        return Invalid("empty message (null value)")
+    if len(raw) > _MAX_BYTES:
+        return Invalid(f"message of {len(raw)} bytes exceeds the 1 MiB limit")
+    if isinstance(raw, bytes):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return Invalid(f"not UTF-8: invalid byte at position {exc.start}")
+    try:
+        return _ADAPTER.validate_json(raw)  # type: ignore[no-any-return]
+    except ValidationError as exc:
+        errs = exc.errors(include_url=False)
+        if errs and errs[0]["type"] == "json_invalid":
+            return Invalid(_json_reason(raw))
+        if errs and not errs[0]["loc"] and not isinstance(errs[0].get("input"), dict):
+            return Invalid("not a JSON object")
+        return Invalid(reason_of(exc))
+    except (ValueError, TypeError, RecursionError) as exc:  # pragma: no cover - defensive
+        return Invalid(f"unparseable: {type(exc).__name__}")
+
+
+def _json_reason(raw: bytes | str) -> str:
+    try:
+        json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+    except (ValueError, RecursionError):
+        pass
+    return "not JSON"
+
+
+def event_to_dict(event: AnyEvent) -> dict[str, Any]:
+    """The JSON object of an event (defaults and absent optionals left out)."""
+    return event.model_dump(mode="json", exclude_none=True)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (2020-12) of contract v1, generated from the models."""
+    schema = _ADAPTER.json_schema()
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://replimon.invalid/schemas/event-v1.schema.json",
+        "title": "replimon event contract v1",
+        "description": "One JSON object per Kafka message on the replica.* topics; Kafka key = group.",
+        **schema,
+    }
+
+
+def write_json_schema(path: Path = SCHEMA_PATH) -> Path:
+    """Regenerate the checked-in schema file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(json_schema(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
