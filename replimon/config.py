@@ -180,17 +180,17 @@ class Settings(BaseSettings):
         return (init_settings, env_settings, _YamlDefaults(settings_cls))
 
 
-_yaml_values: ContextVar[dict[str, Any]] = ContextVar("replimon_yaml_values", default={})
+_yaml_values: ContextVar[dict[str, Any] | None] = ContextVar("replimon_yaml_values", default=None)
 
 
 class _YamlDefaults(PydanticBaseSettingsSource):
     """The YAML file's values (set by load_settings); below the environment, above the defaults."""
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return _yaml_values.get().get(field_name), field_name, False
+        return (_yaml_values.get() or {}).get(field_name), field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        return dict(_yaml_values.get())
+        return dict(_yaml_values.get() or {})
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

@@ -1,7 +1,19 @@
 """XCom fleet simulator: seeded, clock-injected, with a catalogue of named faults."""
 
-from replimon.producers.simulator.faults import CATALOGUE, FaultSpec, Injection, parse_duration_ms, parse_injection
-from replimon.producers.simulator.fleet import DEFAULT_START_MS, JsonlSink, SimOptions, Simulator, SimSummary
+from replimon.producers.simulator.faults import (
+    CATALOGUE,
+    FaultSpec,
+    Injection,
+    parse_duration_ms,
+    parse_injection,
+)
+from replimon.producers.simulator.fleet import (
+    DEFAULT_START_MS,
+    JsonlSink,
+    SimOptions,
+    SimSummary,
+    Simulator,
+)
 
 __all__ = [
     "CATALOGUE",

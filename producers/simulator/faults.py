@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from replimon.core.configmap import Command
 from replimon.producers.simulator.group import (
     MAX_MEMBERS,
     NEW_PROTOCOL,
@@ -31,7 +32,6 @@ from replimon.producers.simulator.group import (
     Wait,
     digest_of,
 )
-from replimon.core.configmap import Command
 
 Script = Callable[[GroupSim, "Injection"], Iterator[Wait]]
 

