@@ -117,9 +117,10 @@ def simulate(
         err.print(f"published {stats.delivered} events to {settings.kafka.bootstrap_servers} ({stats.failed} failed)")
     else:
         assert out is not None
+        sim = _simulator(Simulator, options, injections, None)  # validate before touching OUT
         sink = JsonlSink(out)
+        sim.sink = sink
         try:
-            sim = _simulator(Simulator, options, injections, sink)
             summary = sim.run()
         finally:
             sink.close()
@@ -152,14 +153,15 @@ def _parse_start(text: str) -> int:
 
 
 def _print_faults(catalogue: dict[str, Any]) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title="simulator fault catalogue (inject with --inject NAME[:GROUP][@TIME])")
+    table = Table(title=escape("simulator fault catalogue (inject with --inject NAME[:GROUP][@TIME])"))
     table.add_column("fault")
     table.add_column("alert it must raise")
     table.add_column("what happens")
     for spec in catalogue.values():
-        table.add_row(spec.name, spec.alert, spec.summary)
+        table.add_row(spec.name, spec.alert, escape(spec.summary))
     Console(width=max(Console().width, 140)).print(table)
 
 

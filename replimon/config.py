@@ -214,7 +214,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 def _one_line(exc: ValidationError, origin: str) -> str:
     err = exc.errors()[0]
     field = ".".join(str(p) for p in err["loc"]) or "(top level)"
-    msg = err["msg"]
+    msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown setting"
     value = err.get("input")
@@ -243,9 +243,11 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     except ValidationError as exc:
         # Name the environment variable when that is where the value came from.
         loc = exc.errors()[0]["loc"]
-        env_name = "REPLIMON_" + "__".join(str(p) for p in loc).upper()
-        if env_name in {k.upper() for k in os.environ}:
-            origin = f"environment ({env_name})"
+        prefix = "REPLIMON_" + "__".join(str(p) for p in loc).upper()
+        # A field error names its variable; a section's cross-field error, the section's variables.
+        names = sorted(k.upper() for k in os.environ if k.upper() == prefix or k.upper().startswith(prefix + "__"))
+        if names:
+            origin = f"environment ({', '.join(names)})"
         raise ConfigError(_one_line(exc, origin)) from None
     finally:
         _yaml_values.reset(token)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -28,3 +30,12 @@ def postgres() -> Iterator[EmbeddedPostgres]:
 def topic_prefix() -> str:
     """A prefix unique to this test, so topic names never collide within a session broker."""
     return f"t-{uuid.uuid4().hex[:12]}-"
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No REPLIMON_* variable from the caller's shell, and an empty working directory."""
+    for key in list(os.environ):
+        if key.upper().startswith("REPLIMON_"):
+            monkeypatch.delenv(key)
+    monkeypatch.chdir(tmp_path)

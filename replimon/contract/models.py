@@ -43,6 +43,16 @@ REFUSAL_REASONS = ("EVENT_HORIZON_INVALID", "EVENT_HORIZON_UNCHANGEABLE", "OLD_M
 class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nulls(cls, data: Any) -> Any:
+        # An optional field is left out, never null: the JSON Schema says the same.
+        if isinstance(data, dict):
+            for key, value in data.items():
+                if value is None:
+                    raise ValueError(f"{key}: null is not allowed (leave the field out)")
+        return data
+
 
 def _unique_ids(items: list[Any], what: str) -> None:
     ids = [m.id for m in items]
@@ -130,7 +140,8 @@ class View(_Strict):
 
 
 class _Envelope(_Strict):
-    v: Literal[1]
+    # An int pinned to 1 rather than Literal[1]: Literal compares with ==, so true and 1.0 pass.
+    v: Annotated[int, Field(ge=1, le=1, json_schema_extra={"const": 1})]
     group: Id
     node: Id
     ts_ms: NonNeg

@@ -52,10 +52,13 @@ def _describe(err: Any) -> str:
         return f"{field}: missing"
     if kind == "extra_forbidden":
         return f"{field}: unknown field"
-    if kind == "literal_error" and field == "v":
+    if field == "v" and kind in ("greater_than_equal", "less_than_equal", "literal_error"):
         return f"v: unsupported contract version (got {value!r}, this monitor reads 1)"
     if kind == "value_error":
         msg = str(err["msg"]).removeprefix("Value error, ")
+        key, sep, rest = msg.partition(": null is not allowed")
+        if sep:  # the no-null check names the key inside the object at `field`
+            return f"{field}.{key}{sep}{rest}" if field else f"{key}{sep}{rest}"
         return f"{field}: {msg}" if field else msg
     shown = "" if isinstance(value, dict | list) else f" (got {value!r})"
     return f"{field}: {err['msg']}{shown}" if field else f"{err['msg']}{shown}"
@@ -107,9 +110,23 @@ def event_to_dict(event: AnyEvent) -> dict[str, Any]:
     return event.model_dump(mode="json", exclude_none=True)
 
 
+def _drop_null(node: Any) -> Any:
+    """Optional fields are left out, never null (the parser rejects null): say so in the schema."""
+    if isinstance(node, dict):
+        any_of = node.get("anyOf")
+        if isinstance(any_of, list) and {"type": "null"} in any_of and node.get("default", 0) is None:
+            rest = [s for s in any_of if s != {"type": "null"}]
+            node = {k: v for k, v in node.items() if k not in ("anyOf", "default")}
+            node.update(rest[0] if len(rest) == 1 else {"anyOf": rest})
+        return {k: _drop_null(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_drop_null(v) for v in node]
+    return node
+
+
 def json_schema() -> dict[str, Any]:
     """The JSON Schema (2020-12) of contract v1, generated from the models."""
-    schema = _ADAPTER.json_schema()
+    schema = _drop_null(_ADAPTER.json_schema())
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://replimon.invalid/schemas/event-v1.schema.json",
