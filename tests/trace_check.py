@@ -51,10 +51,6 @@ def _cmd(cfg: dict[str, Any]) -> Command:
     return Command(cfg["op"], nodes, cfg.get("event_horizon"))
 
 
-def _members(cfg: Config) -> list[dict[str, Any]]:
-    return [{"id": m, "protocol": p} for m, p in cfg.members]
-
-
 def check(events: Iterable[dict[str, Any]], rules: Rules = Rules()) -> dict[str, set[str]]:  # noqa: B008
     """Alert kinds each group's history contains: {group: {KIND, ...}}."""
     found: dict[str, set[str]] = defaultdict(set)
