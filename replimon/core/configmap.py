@@ -153,6 +153,36 @@ class ConfigMap:
             bound = min(bound, cap)
         return bound
 
+    def active_known(self, instance: int, known_upto: int) -> Config | None:
+        """``as_of(known_upto).active(instance)`` without building a map (hot path of the monitor)."""
+        found = None
+        for cfg in self.configs:
+            if cfg.decided_at > known_upto:
+                continue
+            if cfg.start > instance and found is not None:
+                break
+            found = cfg
+        return found
+
+    def horizon_as_of(self, executed: int, *, mysql: bool = False) -> int | None:
+        """``as_of(executed).effective_horizon(executed)`` without building a map: the bound a node
+        that has executed up to ``executed`` computes from the commands it has executed."""
+        pos = executed + 1
+        active = None
+        for cfg in self.configs:
+            if cfg.decided_at > executed:
+                continue
+            if cfg.start > pos and active is not None:
+                break
+            active = cfg
+        if active is None:
+            return None
+        bound = executed + active.event_horizon
+        for cfg in self.configs:
+            if cfg.decided_at <= executed and cfg.start > pos and cfg.event_horizon != active.event_horizon:
+                return min(bound, cfg.start - 1 + cfg.event_horizon - (1 if mysql else 0))
+        return bound
+
     def as_of(self, executed: int) -> ConfigMap:
         """The map as a node that has executed up to ``executed`` knows it."""
         return ConfigMap(self.rules, [c for c in self.configs if c.decided_at <= executed])
@@ -173,8 +203,9 @@ class ConfigMap:
         latest = self.latest()
         rules = self.rules
         if command.op == "set_event_horizon":
-            eh = command.event_horizon
-            assert eh is not None
+            new_eh = command.event_horizon
+            assert new_eh is not None
+            eh = new_eh
             # Worklog requirement 2.7 / MySQL: the horizon must lie in the domain.
             if not rules.eh_min <= eh <= rules.eh_max:
                 return Outcome(instance, None, EVENT_HORIZON_INVALID)

@@ -1,0 +1,116 @@
+"""Alerts (SPEC section 5): the kinds, their severity and category, and the alert record.
+
+An alert's ``alert_id`` is a hash of (group, kind, occurrence key): the key names the occurrence by
+facts of the history (an instance, a node and incarnation, the event time a condition began), never
+by when or where it was detected, so a live run and a replay of the same events give the same ids.
+A wedge is emitted twice under one id: ``firing``, then ``resolved`` when the condition clears.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+CRITICAL, WARNING, INFO = "critical", "warning", "info"
+VIOLATION, WEDGE, DATA = "violation", "wedge", "data"
+FIRING, RESOLVED = "firing", "resolved"
+
+# kind -> (severity, category). Violations are critical unless SPEC notes otherwise.
+KINDS: dict[str, tuple[str, str]] = {
+    "EH_OUT_OF_DOMAIN": (CRITICAL, VIOLATION),
+    "EH_CHANGE_WITH_OLD_MEMBER": (CRITICAL, VIOLATION),
+    "OLD_MEMBER_JOIN_CUSTOM_EH": (CRITICAL, VIOLATION),
+    "CONFIG_MISMATCH": (CRITICAL, VIOLATION),
+    "CONFIG_DISAGREEMENT": (CRITICAL, VIOLATION),
+    "BEYOND_HORIZON": (CRITICAL, VIOLATION),
+    "CAN_LEAVE_UNSAFE": (CRITICAL, VIOLATION),
+    "DIVERGENT_DECISION": (CRITICAL, VIOLATION),
+    "EXECUTION_REGRESSION": (CRITICAL, VIOLATION),
+    "CACHE_INVARIANT": (WARNING, VIOLATION),
+    "HORIZON_WEDGE": (CRITICAL, WEDGE),
+    "NO_PROGRESS": (CRITICAL, WEDGE),
+    "PENDING_CONFIG_STUCK": (CRITICAL, WEDGE),
+    "NODE_SILENT": (WARNING, WEDGE),
+    "QUORUM_AT_RISK": (WARNING, WEDGE),
+    "QUORUM_LOST": (CRITICAL, WEDGE),
+    "EXECUTOR_LAG": (WARNING, WEDGE),
+    "GROUP_SILENT": (CRITICAL, WEDGE),
+    "EVENTS_LOST": (WARNING, DATA),
+    "INCOMPLETE_HISTORY": (INFO, DATA),
+    "RECONFIG_REFUSED": (INFO, INFO),
+    "CONFIG_INSTALLED": (INFO, INFO),
+}
+VIOLATIONS = frozenset(k for k, (_, cat) in KINDS.items() if cat == VIOLATION)
+WEDGES = frozenset(k for k, (_, cat) in KINDS.items() if cat == WEDGE)
+FIELDS = (
+    "alert_id", "group", "kind", "severity", "category", "status", "instance", "node",
+    "event_ts_ms", "detected_ts_ms", "message", "evidence",
+)
+
+
+def alert_id(group: str, kind: str, key: object) -> str:
+    """Deterministic id of one occurrence: the same history gives the same id, live or replay."""
+    raw = f"{group}\x1f{kind}\x1f{key}".encode()
+    return hashlib.blake2b(raw, digest_size=10).hexdigest()
+
+
+def ref(event: dict[str, Any], src: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Evidence: the identifying fields of an event, plus where it was read (topic/partition/offset
+    or file/line) when known."""
+    out: dict[str, Any] = {
+        "type": event["type"], "node": event["node"], "ts_ms": event["ts_ms"],
+        "incarnation": event["incarnation"], "seq": event["seq"],
+    }
+    for key in ("instance", "count", "kind", "executed", "decided", "window_base", "outcome",
+                "start", "event_horizon", "digest", "cache_size"):
+        if key in event:
+            out[key] = event[key]
+    if "view" in event:
+        out["view"] = event["view"]
+    if "suspects" in event:
+        out["suspects"] = event["suspects"]
+    if src:
+        out.update(src)
+    return out
+
+
+@dataclass(slots=True)
+class Alert:
+    """One alert record with the fields of SPEC section 5."""
+
+    alert_id: str
+    group: str
+    kind: str
+    status: str
+    event_ts_ms: int
+    detected_ts_ms: int
+    message: str
+    instance: int | None = None
+    node: str | None = None
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def severity(self) -> str:
+        return KINDS[self.kind][0]
+
+    @property
+    def category(self) -> str:
+        return KINDS[self.kind][1]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "alert_id": self.alert_id, "group": self.group, "kind": self.kind,
+            "severity": self.severity, "category": self.category, "status": self.status,
+            "instance": self.instance, "node": self.node, "event_ts_ms": self.event_ts_ms,
+            "detected_ts_ms": self.detected_ts_ms, "message": self.message,
+            "evidence": self.evidence,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Alert:
+        return cls(
+            d["alert_id"], d["group"], d["kind"], d["status"], d["event_ts_ms"],
+            d["detected_ts_ms"], d["message"], d.get("instance"), d.get("node"),
+            list(d.get("evidence") or []),
+        )

@@ -1,0 +1,49 @@
+"""Thresholds of the monitor's rules, in milliseconds and instances (pure; built from Settings)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from replimon.core.configmap import Rules
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Every configurable number the rules use (SPEC sections 4 and 5; defaults in brackets there)."""
+
+    rules: Rules = field(default_factory=Rules)
+    horizon_wedge_ms: int = 10_000
+    no_progress_ms: int = 30_000
+    pending_config_stuck_ms: int = 60_000
+    node_silent_ms: int = 5_000
+    executor_lag_instances: int = 1000
+    executor_lag_ms: int = 10_000
+    group_silent_ms: int = 15_000
+    skew_ms: int = 2_000  # cross-node event-time disorder tolerated without false alerts
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> Limits:
+        """From ``replimon.config.Settings`` (duck-typed: the core imports no config machinery)."""
+        th = settings.thresholds
+        rules = Rules(
+            eh_min=th.event_horizon_min,
+            eh_max=th.event_horizon_max,
+            default_eh=th.default_event_horizon,
+            min_protocol_for_eh=th.min_protocol_for_eh,
+        )
+
+        def ms(seconds: float) -> int:
+            return int(round(seconds * 1000))
+
+        return cls(
+            rules=rules,
+            horizon_wedge_ms=ms(th.horizon_wedge_s),
+            no_progress_ms=ms(th.no_progress_s),
+            pending_config_stuck_ms=ms(th.pending_config_stuck_s),
+            node_silent_ms=ms(th.node_silent_s),
+            executor_lag_instances=th.executor_lag_instances,
+            executor_lag_ms=ms(th.executor_lag_s),
+            group_silent_ms=ms(th.group_silent_s),
+            skew_ms=ms(th.skew_s),
+        )

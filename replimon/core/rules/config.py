@@ -1,0 +1,282 @@
+"""Configuration-map rules (SPEC section 4; worklog 3.2, 3.3, 3.5, 3.6).
+
+The monitor rebuilds the map from the decided config commands, each placed or refused the moment
+its decision is first seen, in instance order (a node publishes what it learns in order, so every
+earlier command has been seen). That is the same map every member builds by executing the commands
+(worklog 3.2.3: state-machine commands, validated against the latest configuration). Config
+reports and heartbeat views are then checked against it:
+
+* the FIRST report of a command decides between the group and the rules: an install the rules
+  refuse is named by the rule (EH_OUT_OF_DOMAIN, EH_CHANGE_WITH_OLD_MEMBER,
+  OLD_MEMBER_JOIN_CUSTOM_EH), any other difference is CONFIG_MISMATCH; either way the map then
+  FOLLOWS what the group installed (later commands are re-placed), so one bad command does not
+  cascade into alerts on every later one;
+* a later report that differs from the first is CONFIG_DISAGREEMENT (nodes disagree);
+* a heartbeat view that differs from the configuration the map gives for that node's position
+  (the commands it has executed, the instance after its executed one) is CONFIG_DISAGREEMENT;
+* set_event_horizon(default) with an old member: MySQL refuses it, the worklog installs it; both
+  leave the horizon at the default, so both are accepted (SPEC section 4);
+* CACHE_INVARIANT (worklog 3.3): members' cache_size must exceed eh * |members| of the latest config.
+
+A group first seen mid-stream is bootstrapped from a heartbeat view or an installed report. Until
+one of its commands' first report agrees with the map the monitor predicted (``trusted``), reports
+and views are learned instead of judged: configurations decided before the monitor started may be
+missing, and judging against them would raise false alerts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from replimon.core.configmap import (
+    EVENT_HORIZON_INVALID,
+    EVENT_HORIZON_UNCHANGEABLE,
+    OLD_MEMBER_CUSTOM_EH,
+    Command,
+    Config,
+    ConfigMap,
+    Outcome,
+)
+from replimon.core.rules.base import (
+    COMPLETE,
+    CommandRecord,
+    GroupState,
+    NodeState,
+    Src,
+    config_key,
+    members_key,
+    report_key,
+)
+
+RULE_KIND = {
+    EVENT_HORIZON_INVALID: "EH_OUT_OF_DOMAIN",
+    EVENT_HORIZON_UNCHANGEABLE: "EH_CHANGE_WITH_OLD_MEMBER",
+    OLD_MEMBER_CUSTOM_EH: "OLD_MEMBER_JOIN_CUSTOM_EH",
+}
+
+
+def command_of(cfg: dict[str, Any]) -> Command:
+    nodes = tuple((n["id"], n.get("protocol")) for n in cfg.get("nodes", ()))
+    return Command(cfg["op"], nodes, cfg.get("event_horizon"))
+
+
+def describe(cmd: Command) -> str:
+    if cmd.op == "set_event_horizon":
+        return f"set_event_horizon({cmd.event_horizon})"
+    return f"{cmd.op}({', '.join(n for n, _ in cmd.nodes)})"
+
+
+def config_value(cfg: dict[str, Any]) -> str:
+    return json.dumps(cfg, sort_keys=True, separators=(",", ":"))
+
+
+class ConfigRules(GroupState):
+    # -- decisions of config commands ------------------------------------------------------------
+    def _on_boot(self, first: int, cfg: dict[str, Any]) -> None:
+        if self.cmap.configs:
+            return
+        members = [(n["id"], n.get("protocol", 0)) for n in cfg["nodes"]]
+        self.cmap.boot(first, members, cfg.get("event_horizon"))
+        self.boot_instance = first
+        self.trusted = True
+        if self.history != "incomplete":
+            self.history = COMPLETE
+
+    def _on_command(self, c: int, cfg: dict[str, Any], ev: dict[str, Any], src: Src) -> None:
+        if c in self.records or c <= self.boot_instance or c <= self.cmd_floor:
+            return
+        rec = CommandRecord(c, command_of(cfg), ev["ts_ms"], self.ref(ev, src))
+        late = bool(self.records) and c < next(reversed(self.records))
+        self.records[c] = rec
+        if late:
+            self.records = dict(sorted(self.records.items()))
+            self._rebuild(c)
+            return
+        if self.cmap.configs:
+            self._place(rec)
+
+    def _place(self, rec: CommandRecord) -> None:
+        """Decide ``rec`` against the map and install its config (rules' view, or the group's)."""
+        rec.expected = self.cmap.decide(rec.instance, rec.command)
+        rec.alt = None
+        cmd = rec.command
+        if (cmd.op == "set_event_horizon" and rec.expected.reason == EVENT_HORIZON_UNCHANGEABLE
+                and cmd.event_horizon == self.rules.default_eh):
+            worklog = replace(self.rules, allow_default_eh_with_old_members=True)
+            rec.alt = ConfigMap(worklog, self.cmap.configs).decide(rec.instance, cmd)
+        cfg = rec.actual if rec.followed else rec.expected.config
+        if cfg is not None:
+            self.cmap.install(cfg)
+            self.pending_since.setdefault(cfg.start, rec.decided_ts)
+
+    def _rebuild(self, c: int) -> None:
+        """Re-place every command from instance ``c`` on (after the map followed the group)."""
+        self.cmap.configs = [x for x in self.cmap.configs if x.decided_at < c]
+        for inst, rec in self.records.items():
+            if inst >= c:
+                if self.cmap.configs:
+                    self._place(rec)
+                elif rec.followed and rec.actual is not None:
+                    self.cmap.install(rec.actual)
+
+    # -- config reports --------------------------------------------------------------------------
+    def _on_report(self, ns: NodeState, node: str, ev: dict[str, Any], src: Src) -> None:
+        c = ev["instance"]
+        got = report_key(ev)
+        rec = self.records.get(c)
+        if rec is None:
+            if got[0] and c != self.boot_instance:
+                self._learn(Config(got[1], got[2], tuple((m["id"], m["protocol"]) for m in ev["members"]), c))
+            elif got[0] and self.cmap.configs and self.cmap.configs[0].decided_at == c:
+                self._check_cache(self.cmap.configs[0], ev, src)
+            return
+        if rec.first is not None:
+            if got != rec.first:
+                self.violation(
+                    "CONFIG_DISAGREEMENT", ("report", c, node),
+                    f"Node {node} reports {self._show(got)} for the command at instance {c}; "
+                    f"{rec.first_ref['node'] if rec.first_ref else 'another node'} reported "
+                    f"{self._show(rec.first)}.",
+                    ev["ts_ms"], instance=c, node=node,
+                    evidence=[rec.decision, rec.first_ref or {}, self.ref(ev, src)])
+            return
+        rec.first, rec.first_ref = got, self.ref(ev, src)
+        self._judge(rec, got, node, ev, src)
+
+    def _judge(self, rec: CommandRecord, got: tuple[Any, ...], node: str, ev: dict[str, Any], src: Src) -> None:
+        c, cmd = rec.instance, rec.command
+        installed = got[0]
+        actual = Config(got[1], got[2], tuple((m["id"], m["protocol"]) for m in ev["members"]), c) if installed else None
+        exp = rec.expected
+        evidence = [rec.decision, rec.first_ref or {}]
+        if exp is None:  # decided before the map was known: follow the group
+            self._follow(rec, actual)
+            return
+        matches = config_key(exp.config) == got
+        alt_matches = rec.alt is not None and config_key(rec.alt.config) == got
+        if matches or alt_matches:
+            if not self.trusted:
+                self.trusted = True  # the map predicted what the group did: it can be judged now
+            if alt_matches and not matches:
+                self._follow(rec, actual)
+            self._info(rec, got, exp if matches else rec.alt, node, ev)  # type: ignore[arg-type]
+        elif not self.trusted:
+            if installed and cmd.op == "set_event_horizon" and not self._in_domain(got[2]):
+                self._rule_violation("EH_OUT_OF_DOMAIN", rec, node, got, ev, evidence)
+            self._follow(rec, actual)
+        else:
+            if installed and exp.config is None:
+                kind = RULE_KIND.get(exp.reason or "", "CONFIG_MISMATCH")
+            else:
+                kind = "CONFIG_MISMATCH"
+            self._rule_violation(kind, rec, node, got, ev, evidence)
+            self._follow(rec, actual)
+        if actual is not None:
+            self._check_cache(actual, ev, src)
+
+    def _in_domain(self, eh: int) -> bool:
+        return self.rules.eh_min <= eh <= self.rules.eh_max
+
+    def _rule_violation(self, kind: str, rec: CommandRecord, node: str, got: tuple[Any, ...],
+                        ev: dict[str, Any], evidence: list[dict[str, Any]]) -> None:
+        exp = rec.expected
+        want = "refuse it" if exp is None or exp.config is None else f"install {self._show(config_key(exp.config))}"
+        reason = f" ({exp.reason})" if exp is not None and exp.reason else ""
+        why = {
+            "EH_OUT_OF_DOMAIN": f"the event horizon must lie in [{self.rules.eh_min}, {self.rules.eh_max}]",
+            "EH_CHANGE_WITH_OLD_MEMBER": "the latest configuration has a member with protocol "
+            f"< {self.rules.min_protocol_for_eh}, so the event horizon cannot change",
+            "OLD_MEMBER_JOIN_CUSTOM_EH": "an old node may join only while the latest event horizon "
+            f"is {self.rules.default_eh}",
+            "CONFIG_MISMATCH": f"the rules {want}{reason}",
+        }[kind]
+        self.violation(
+            kind, ("command", rec.instance),
+            f"Node {node} reports {self._show(got)} for {describe(rec.command)} decided at instance "
+            f"{rec.instance}, but {why}.",
+            ev["ts_ms"], instance=rec.instance, node=node, evidence=evidence)
+
+    def _info(self, rec: CommandRecord, got: tuple[Any, ...], outcome: Outcome, node: str, ev: dict[str, Any]) -> None:
+        evidence = [rec.decision, rec.first_ref or {}]
+        if got[0]:
+            self.violation(
+                "CONFIG_INSTALLED", ("command", rec.instance),
+                f"{describe(rec.command)} decided at instance {rec.instance} installed "
+                f"{self._show(got)}.",
+                ev["ts_ms"], instance=rec.instance, node=node, evidence=evidence)
+        else:
+            reason = outcome.reason or ev.get("reason") or "refused"
+            self.violation(
+                "RECONFIG_REFUSED", ("command", rec.instance),
+                f"{describe(rec.command)} decided at instance {rec.instance} was refused: {reason}.",
+                ev["ts_ms"], instance=rec.instance, node=node, evidence=evidence)
+
+    def _follow(self, rec: CommandRecord, actual: Config | None) -> None:
+        want = rec.actual if rec.followed else (rec.expected.config if rec.expected else None)
+        rec.actual, rec.followed = actual, True
+        if config_key(want) != config_key(actual) or rec.expected is None:
+            self._rebuild(rec.instance)
+
+    def _learn(self, cfg: Config) -> None:
+        """Install a configuration the group runs but the monitor could not derive."""
+        if not self.cmap.configs:
+            self.cmap.configs = [cfg]
+            return
+        if any(config_key(x) == config_key(cfg) for x in self.cmap.configs):
+            return
+        if self.trusted and self.history == COMPLETE:
+            return
+        self.cmap.install(cfg)
+        self.pending_since.setdefault(cfg.start, self.clock)
+
+    @staticmethod
+    def _show(key: tuple[Any, ...]) -> str:
+        if not key[0]:
+            return "a refusal"
+        members = ",".join(m for m, _ in key[3])
+        return f"start {key[1]}, event horizon {key[2]}, members {members}"
+
+    # -- heartbeats ------------------------------------------------------------------------------
+    def _check_view(self, node: str, ev: dict[str, Any], view: dict[str, Any], src: Src) -> None:
+        got = (True, view["start"], view["event_horizon"],
+               members_key((m["id"], m["protocol"]) for m in view["members"]))
+        if not self.cmap.configs:
+            if self.history != COMPLETE:
+                self._learn(Config(got[1], got[2], tuple((m["id"], m["protocol"]) for m in view["members"]), -1))
+            return
+        e = ev["executed"]
+        if e > self.decided:
+            # The node executed decisions the monitor has not seen yet (they are on their way from
+            # other nodes, within the skew): this view cannot be judged; its next one will be.
+            return
+        expect = self.cmap.active_known(e + 1, e)
+        if expect is None or self.cmap.configs[0].start > e + 1:
+            return
+        if config_key(expect) == got:
+            return
+        known = any(x.start == got[1] for x in self.cmap.configs)
+        if not self.trusted or (self.history != COMPLETE and not known):
+            if not known:
+                self._learn(Config(got[1], got[2], tuple((m["id"], m["protocol"]) for m in view["members"]), -1))
+            return
+        self.violation(
+            "CONFIG_DISAGREEMENT", ("view", node, got),
+            f"Node {node}'s view ({self._show(got)}) disagrees with the map's configuration for "
+            f"instance {e + 1} ({self._show(config_key(expect))}).",
+            ev["ts_ms"], instance=e + 1, node=node, evidence=[self.ref(ev, src)])
+
+    def _check_cache(self, cfg: Config, ev: dict[str, Any], src: Src) -> None:
+        caches = [(self.nodes[m].cache, m) for m in cfg.member_ids if m in self.nodes and self.nodes[m].cache >= 0]
+        if not caches:
+            return
+        cache, node = min(caches)
+        need = cfg.event_horizon * len(cfg.members)
+        if cache > need:
+            return
+        self.violation(
+            "CACHE_INVARIANT", ("config", cfg.start, cfg.event_horizon, members_key(cfg.members)),
+            f"Configuration starting at {cfg.start} needs cache_size > event horizon {cfg.event_horizon}"
+            f" x {len(cfg.members)} members = {need}; node {node} reports {cache}.",
+            ev["ts_ms"], instance=cfg.start, node=node, evidence=[self.ref(ev, src)])

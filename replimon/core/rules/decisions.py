@@ -1,0 +1,125 @@
+"""Decision rules: DIVERGENT_DECISION, BEYOND_HORIZON, CAN_LEAVE_UNSAFE (worklog 3.6.3).
+
+* DIVERGENT_DECISION: two decision events give one instance different values (kind, digest or
+  config command). Singles (count 1) are compared value for value; a run's kind is compared with
+  the singles it covers. Values are kept only while some live member has not executed past them.
+* BEYOND_HORIZON: the proposer's own decision event carries ``window_base``, its last executed
+  instance when it reserved the run; the run may not end past the effective horizon computed from
+  the commands the proposer had executed (``too_far``, worklog 3.6.3, the worklog's bound; MySQL is
+  stricter by one, so a correct XCom never trips it).
+* CAN_LEAVE_UNSAFE: when can_leave(c) = start(c) + eh(c) is first decided, a majority of c's
+  members must have executed start(c) - 1. A member counts if it reported that much before it
+  reported learning can_leave(c) itself (its own order is exact); a member that has not learned it
+  yet counts if it reports it within the skew of the decision's time. The verdict waits until
+  every member has answered or the watermark passed the decision time plus the skew.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from replimon.core.rules.base import CanLeaveCheck, GroupState, NodeState, Src
+from replimon.core.rules.config import config_value
+
+
+class DecisionRules(GroupState):
+    def _divergence(self, first: int, last: int, kind: str, ev: dict[str, Any], src: Src, node: str) -> None:
+        if first == last:
+            cfg = ev.get("config")
+            value = (kind, ev.get("digest"), config_value(cfg) if cfg is not None else None)
+            known = self.singles.get(first)
+            if known is None:
+                self.singles[first] = (value, ev, src)
+                if self.runs and kind != "app":
+                    for a, (b, rkind) in self.runs.items():
+                        if a <= first <= b and rkind != kind:
+                            self._divergent(first, f"a {rkind} run", None, ev, src, node)
+                            break
+            elif known[0] != value:
+                other = known[1]["node"]
+                self._divergent(first, f"{known[0][0]} {known[0][1] or ''}".strip() + f" (from {other})",
+                                self.ref(known[1], known[2]), ev, src, node)
+            return
+        known_run = self.runs.get(first)
+        if known_run is None:
+            self.runs[first] = (last, kind)
+        if self.singles:
+            span = range(first, last + 1) if last - first < len(self.singles) else sorted(self.singles)
+            for i in span:
+                s = self.singles.get(i)
+                if s is not None and first <= i <= last and s[0][0] != kind:
+                    self._divergent(i, f"{s[0][0]} (from {s[1]['node']})", self.ref(s[1], s[2]), ev, src, node)
+                    break
+
+    def _divergent(self, instance: int, other: str, other_ref: dict[str, Any] | None,
+                   ev: dict[str, Any], src: Src, node: str) -> None:
+        mine = f"{ev['kind']} {ev.get('digest') or ''}".strip()
+        self.violation(
+            "DIVERGENT_DECISION", ("instance", instance),
+            f"Instance {instance} was decided twice with different values: {mine} (from {node}) "
+            f"and {other}.",
+            ev["ts_ms"], instance=instance, node=node,
+            evidence=[r for r in (other_ref, self.ref(ev, src)) if r])
+
+    def _beyond_horizon(self, node: str, first: int, last: int, base: int, ev: dict[str, Any], src: Src) -> None:
+        bound = self.cmap.horizon_as_of(base)
+        if bound is None or last <= bound:
+            return
+        self.violation(
+            "BEYOND_HORIZON", ("instance", node, first),
+            f"Proposer {node} reserved instances {first}..{last} with its last executed instance "
+            f"at {base}; its effective horizon was {bound}.",
+            ev["ts_ms"], instance=last, node=node, evidence=[self.ref(ev, src)])
+
+    # -- can_leave --------------------------------------------------------------------------------
+    def _open_can_leave(self, node: str, last: int, ev: dict[str, Any], src: Src) -> None:
+        """Called when the decided frontier moves past ``self.decided`` up to ``last``."""
+        for cfg in self.cmap.configs[1:]:
+            cl = cfg.start + cfg.event_horizon
+            if not self.decided < cl <= last:
+                continue
+            chk = CanLeaveCheck(cfg.start, cl, cfg.member_ids, cfg.majority, ev["ts_ms"], self.ref(ev, src))
+            for m in cfg.member_ids:
+                ns = self.nodes.get(m)
+                if ns is not None and ns.executed >= cfg.start - 1:
+                    chk.satisfied.add(m)
+            self.checks.append(chk)
+
+    def _can_leave_learned(self, ns: NodeState, node: str, last: int) -> None:
+        """``node`` reported learning decisions up to ``last``: its answer becomes final."""
+        if ns.exec_inc < 0:
+            return  # nothing reported yet in this incarnation: leave it to the skew window
+        for chk in self.checks:
+            if last >= chk.can_leave and node in chk.members:
+                chk.closed.add(node)
+
+    def _can_leave_executed(self, node: str, executed: int, ts: int) -> None:
+        limit = self.limits.skew_ms
+        for chk in self.checks:
+            if (executed >= chk.start - 1 and node in chk.members and node not in chk.closed
+                    and ts <= chk.decided_ts + limit):
+                chk.satisfied.add(node)
+
+    def _settle_can_leave(self) -> None:
+        wm, skew = self.watermark, self.limits.skew_ms
+        keep = []
+        for chk in self.checks:
+            answered = all(m in chk.satisfied or m in chk.closed for m in chk.members)
+            if not answered and wm <= chk.decided_ts + skew:
+                keep.append(chk)
+                continue
+            if len(chk.satisfied) < chk.majority:
+                behind = [m for m in chk.members if m not in chk.satisfied]
+                evidence = [chk.decision]
+                for m in behind:
+                    ns = self.nodes.get(m)
+                    if ns is not None and ns.last_ev is not None:
+                        evidence.append(self.ref(ns.last_ev, ns.last_src))
+                self.violation(
+                    "CAN_LEAVE_UNSAFE", ("can_leave", chk.start),
+                    f"can_leave = {chk.can_leave} of the configuration starting at {chk.start} was "
+                    f"decided while only {len(chk.satisfied)} of {len(chk.members)} members "
+                    f"(majority {chk.majority}) had executed {chk.start - 1}; behind: "
+                    f"{', '.join(behind)}.",
+                    chk.decided_ts, instance=chk.can_leave, node=chk.decision["node"], evidence=evidence)
+        self.checks = keep
