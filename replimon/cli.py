@@ -242,6 +242,97 @@ def schema(
         sys.stdout.write(text)
 
 
+# ---------------------------------------------------------------------------------- check
+@app.command()
+def check(
+    files: Annotated[list[str], typer.Argument(help="JSONL files of contract-v1 events, read in order; - reads stdin", show_default=False)],
+    config: Annotated[str | None, typer.Option("--config", "-c", help="YAML config file (thresholds); overrides the global --config")] = None,
+    fail_on: Annotated[str, typer.Option(help="exit 1 when this fired: violation (a critical violation), critical, warning, never")] = "violation",
+    min_severity: Annotated[str, typer.Option(help="print alerts of at least this severity: info, warning, critical")] = "info",
+    sort_by_time: Annotated[bool, typer.Option("--sort-by-time", help="order events by ts_ms first (for captures of the four topics in separate files)")] = False,
+) -> None:
+    """Run the monitor's rules over captured events; one JSON alert per line on stdout.
+
+    Exit status: 0 when nothing in --fail-on fired, 1 when it did, 2 on a usage or unreadable-input
+    error. Bad lines are reported with their line numbers on stderr and never stop the run.
+    """
+    from replimon.check import FAIL_ON, SEVERITY_RANK, check as run_check, read_lines
+    from replimon.core.limits import Limits
+
+    if fail_on not in FAIL_ON:
+        raise fail(f"check: --fail-on must be one of {', '.join(FAIL_ON)} (got {fail_on!r})")
+    if min_severity not in SEVERITY_RANK:
+        raise fail(f"check: --min-severity must be one of info, warning, critical (got {min_severity!r})")
+    settings = load_settings(config) if config is not None else state.settings()
+    limits = Limits.from_settings(settings)
+    streams = []
+    for name in files:
+        if name == "-":
+            streams.append(("<stdin>", sys.stdin.buffer))
+            continue
+        try:
+            streams.append((name, open(name, "rb")))  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise fail(f"check: cannot read {name}: {exc.strerror or exc}") from None
+    floor = SEVERITY_RANK[min_severity]
+    out = sys.stdout
+
+    def show(alert: Any) -> None:
+        if SEVERITY_RANK[alert.severity] >= floor:
+            out.write(json.dumps(alert.to_dict(), separators=(",", ":")) + "\n")
+
+    def lines() -> Any:
+        for name, stream in streams:
+            try:
+                yield from read_lines(name, stream)
+            except OSError as exc:
+                raise fail(f"check: cannot read {name}: {exc.strerror or exc}") from None
+
+    started = time.perf_counter()
+    try:
+        result = run_check(lines(), limits, sort_by_time=sort_by_time, on_alert=show)
+    finally:
+        for name, stream in streams:
+            if name != "<stdin>":
+                stream.close()
+    out.flush()
+    failed = result.failed(fail_on)
+    _check_summary(result, time.perf_counter() - started, failed, fail_on)
+    raise typer.Exit(1 if failed else 0)
+
+
+def _check_summary(result: Any, seconds: float, failed: bool, fail_on: str) -> None:
+    """A human summary on stderr: a table on a terminal, plain lines otherwise."""
+    from rich.table import Table
+
+    span = 0.0 if result.first_ts is None else (result.last_ts - result.first_ts) / 1000
+    head = (f"{result.events} events from {result.groups} group(s) over {span:.1f} s of event time "
+            f"checked in {seconds:.1f} s; {len(result.bad)} bad line(s), {result.duplicates} "
+            f"duplicate(s), {result.lost} event(s) lost")
+    for bad in result.bad[:20]:
+        err.print(f"bad line {bad.source}:{bad.line}: {bad.reason}", highlight=False, markup=False, soft_wrap=True)
+    if len(result.bad) > 20:
+        err.print(f"... and {len(result.bad) - 20} more bad line(s)", highlight=False, markup=False)
+    firing = result.firing()
+    verdict = f"FAILED (--fail-on {fail_on})" if failed else "ok"
+    if err.is_terminal:
+        table = Table(title=head, title_justify="left")
+        for col in ("kind", "severity", "category", "firing"):
+            table.add_column(col)
+        for (kind, sev, cat), n in sorted(firing.items(), key=lambda kv: (-SEVERITY_ORDER[kv[0][1]], kv[0][0])):
+            table.add_row(kind, sev, cat, str(n))
+        err.print(table)
+        err.print(f"result: {verdict}", highlight=False, markup=False)
+        return
+    err.print(head, highlight=False, markup=False, soft_wrap=True)
+    for (kind, sev, cat), n in sorted(firing.items(), key=lambda kv: (-SEVERITY_ORDER[kv[0][1]], kv[0][0])):
+        err.print(f"  {kind:<26} {sev:<8} {cat:<9} {n}", highlight=False, markup=False)
+    err.print(f"result: {verdict}", highlight=False, markup=False)
+
+
+SEVERITY_ORDER = {"info": 0, "warning": 1, "critical": 2}
+
+
 @app.command("config")
 def show_config() -> None:
     """Print the effective configuration (file, environment and defaults merged) as JSON."""

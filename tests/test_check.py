@@ -1,0 +1,146 @@
+"""``replimon check``: JSONL in, one JSON alert per line out, exit 0/1/2, bad lines never fatal."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replimon.cli import main
+from replimon.core.alerts import FIELDS, KINDS
+from replimon.producers.simulator import JsonlSink, SimOptions, Simulator, parse_injection
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+
+def trace(path: Path, *faults: str, seconds: int = 60, groups: int = 2, seed: int = 4) -> Path:
+    sink = JsonlSink(path)
+    sim = Simulator(SimOptions(groups=groups, duration_ms=seconds * 1000, seed=seed),
+                    [parse_injection(f) for f in faults], sink)
+    sim.run()
+    sink.close()
+    Path(f"{path}.faults.json").write_text(json.dumps(sim.manifest()))
+    return path
+
+
+def alerts_of(out: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def test_clean_trace_exits_0_and_prints_only_info(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = trace(tmp_path / "clean.jsonl", seconds=90)
+    assert main(["check", str(path)]) == 0
+    captured = capsys.readouterr()
+    alerts = alerts_of(captured.out)
+    assert alerts and {a["kind"] for a in alerts} <= {"CONFIG_INSTALLED", "RECONFIG_REFUSED"}
+    for a in alerts:
+        assert tuple(a) == FIELDS
+        assert (a["severity"], a["category"]) == KINDS[a["kind"]]
+        assert a["evidence"] and all("file" in e and "line" in e for e in a["evidence"])
+    assert "result: ok" in captured.err and "0 bad line(s)" in captured.err
+
+
+def test_violation_exits_1_and_the_alert_names_the_fault(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = trace(tmp_path / "bad.jsonl", "beyond_horizon:g2@20s")
+    assert main(["check", str(path), "--min-severity", "warning"]) == 1
+    captured = capsys.readouterr()
+    (alert,) = alerts_of(captured.out)
+    manifest = json.loads((tmp_path / "bad.jsonl.faults.json").read_text())[0]
+    assert (alert["kind"], alert["group"], alert["node"]) == ("BEYOND_HORIZON", "g2", manifest["node"])
+    assert alert["instance"] == manifest["last"]
+    (ev,) = alert["evidence"]
+    assert ev["window_base"] == manifest["window_base"] and ev["file"] == str(path)
+    assert "FAILED" in captured.err
+
+
+def test_wedge_alone_exits_0_unless_fail_on_critical(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = trace(tmp_path / "wedge.jsonl", "horizon_wedge:g1@15s", seconds=60)
+    assert main(["check", str(path), "--min-severity", "critical"]) == 0
+    alerts = alerts_of(capsys.readouterr().out)
+    assert [(a["kind"], a["status"]) for a in alerts] == [("HORIZON_WEDGE", "firing"), ("HORIZON_WEDGE", "resolved")]
+    assert alerts[0]["alert_id"] == alerts[1]["alert_id"]
+    assert main(["check", str(path), "--fail-on", "critical"]) == 1
+    assert main(["check", str(path), "--fail-on", "never"]) == 0
+
+
+def test_bad_lines_are_counted_with_line_numbers_and_never_fatal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = trace(tmp_path / "good.jsonl", seconds=20).read_text().splitlines()
+    mixed = tmp_path / "mixed.jsonl"
+    lines = good[:10] + ["not json", "", '{"v": 1, "type": "decision"}'] + good[10:] + ["\xff garbage"]
+    mixed.write_text("\n".join(lines) + "\n")
+    assert main(["check", str(mixed)]) == 0
+    err = capsys.readouterr().err
+    assert f"bad line {mixed}:11: not JSON" in err
+    assert f"bad line {mixed}:13:" in err and f"bad line {mixed}:{len(lines)}:" in err
+    assert "3 bad line(s)" in err and f"{len(good)} events" in err
+
+
+def test_reads_several_files_in_order_and_stdin(tmp_path: Path) -> None:
+    path = trace(tmp_path / "t.jsonl", "divergent_decision:g1@10s", seconds=30)
+    lines = path.read_text().splitlines(keepends=True)
+    half = len(lines) // 2
+    (tmp_path / "a.jsonl").write_text("".join(lines[:half]))
+    (tmp_path / "b.jsonl").write_text("".join(lines[half:]))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REPLIMON_")}
+    cmd = [sys.executable, "-m", "replimon.cli", "check"]
+    whole = subprocess.run([*cmd, str(path)], capture_output=True, text=True, env=env, check=False, timeout=120)
+    split = subprocess.run([*cmd, str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")],
+                           capture_output=True, text=True, env=env, check=False, timeout=120)
+    piped = subprocess.run([*cmd, "-"], input=path.read_text(), capture_output=True, text=True, env=env,
+                           check=False, timeout=120)
+    assert whole.returncode == split.returncode == piped.returncode == 1
+    ids = [a["alert_id"] for a in alerts_of(whole.stdout)]
+    assert ids == [a["alert_id"] for a in alerts_of(split.stdout)] == [a["alert_id"] for a in alerts_of(piped.stdout)]
+    assert "DIVERGENT_DECISION" in whole.stdout and "Traceback" not in whole.stderr + split.stderr + piped.stderr
+
+
+def test_per_topic_captures_need_sort_by_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    events = [json.loads(line) for line in trace(tmp_path / "t.jsonl", seconds=40).read_text().splitlines()]
+    files = []
+    for etype in ("decision", "execution", "heartbeat", "config"):
+        f = tmp_path / f"{etype}.jsonl"
+        f.write_text("".join(json.dumps(e) + "\n" for e in events if e["type"] == etype))
+        files.append(str(f))
+    assert main(["check", *files, "--sort-by-time", "--min-severity", "warning"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_thresholds_come_from_the_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = trace(tmp_path / "t.jsonl", "node_silent:g1@10s", seconds=40)
+    assert main(["check", str(path), "--min-severity", "warning"]) == 0
+    assert "NODE_SILENT" in capsys.readouterr().out
+    conf = tmp_path / "c.yaml"
+    conf.write_text("thresholds:\n  node_silent_s: 30\n")
+    assert main(["check", str(path), "--config", str(conf), "--min-severity", "warning"]) == 0
+    assert capsys.readouterr().out == ""  # 12 s of silence is under the configured 30 s
+    assert main(["--config", str(conf), "check", str(path), "--min-severity", "warning"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["check", "/nonexistent/x.jsonl"], "cannot read /nonexistent/x.jsonl"),
+        (["check", "."], "cannot read ."),
+        (["check", "-", "--fail-on", "always"], "--fail-on"),
+        (["check", "-", "--min-severity", "loud"], "--min-severity"),
+        (["check"], "files"),
+    ],
+)
+def test_usage_and_unreadable_input_exit_2_with_one_line(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in err
+
+
+def test_bad_threshold_in_config_exits_2_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    conf = tmp_path / "c.yaml"
+    conf.write_text("thresholds:\n  skew_s: -1\n")
+    assert main(["check", "-", "--config", str(conf)]) == 2
+    assert "thresholds.skew_s" in capsys.readouterr().err
