@@ -256,7 +256,8 @@ def check(
     Exit status: 0 when nothing in --fail-on fired, 1 when it did, 2 on a usage or unreadable-input
     error. Bad lines are reported with their line numbers on stderr and never stop the run.
     """
-    from replimon.check import FAIL_ON, SEVERITY_RANK, check as run_check, read_lines
+    from replimon.check import FAIL_ON, SEVERITY_RANK, read_lines
+    from replimon.check import check as run_check
     from replimon.core.limits import Limits
 
     if fail_on not in FAIL_ON:
