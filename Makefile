@@ -28,6 +28,7 @@ test-all: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check replimon producers streaming tests
+	$(VENV)/bin/mypy replimon
 	$(VENV)/bin/replimon schema --check
 
 schema: $(STAMP)

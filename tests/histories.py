@@ -294,6 +294,14 @@ class History:
             self.advance(min(every, end - self.t))
             self.heartbeats(silent=quiet, suspects=suspects)
 
+    # -- reading it back ----------------------------------------------------------------------
+    def find(self, etype: str, node: str, **fields: Any) -> Event:
+        """The latest event of ``node`` of this type whose fields match ``fields``."""
+        for ev in reversed(self.events):
+            if ev["type"] == etype and ev["node"] == node and all(ev.get(k) == v for k, v in fields.items()):
+                return ev
+        raise LookupError((etype, node, fields))
+
     # -- playing it to a monitor ---------------------------------------------------------------
     def run(self, limits: Limits | None = None, **kw: Any) -> Run:
         return replay(self.events, limits, **kw)

@@ -169,8 +169,11 @@ class LivenessRules(GroupState):
 
     def _prune(self, members: tuple[str, ...]) -> None:
         """Drop what no node can need any more (bounded state)."""
-        known = [self.nodes[m].executed for m in members if self.nodes[m].executed >= 0]
-        if len(known) < len(members):
+        # Live members only: a member that went silent (crashed, never removed) must not pin
+        # every decision value in memory until it comes back.
+        known = [self.nodes[m].executed for m in members
+                 if self.nodes[m].executed >= 0 and ("silent:" + m) not in self.open]
+        if len(known) < (len(members) // 2 + 1):
             return
         floor = min(known)
         self.cmd_floor = max(self.cmd_floor, floor)
