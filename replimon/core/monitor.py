@@ -59,6 +59,8 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
         self._out, self._now = out, None
         if now > self.ext:
             self.ext = now
+        if self.clock >= 0:
+            self._evaluate()  # settles what needs no more input (e.g. a fully answered can_leave)
         lim = self.limits
         if (self.clock >= 0 and "group_silent" not in self.open
                 and now - lim.skew_ms - self.clock >= lim.group_silent_ms):
@@ -80,6 +82,10 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
         self._out, self._now = out, None
         if self.holding:
             self._expire_held(flush=True)
+        if self.ahead:
+            self._merge_ahead(expire=True, final=True)
+        if self.checks:
+            self._settle_can_leave(final=True)
         return out
 
     # -- per event ------------------------------------------------------------------------------
@@ -163,13 +169,13 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
         if "progress" in self.open:
             self.resolve("progress", f"instance {last} was decided.", ts, [self.ref(ev, src)])
 
-    def _merge_ahead(self, *, expire: bool = False) -> None:
+    def _merge_ahead(self, *, expire: bool = False, final: bool = False) -> None:
         """Join decisions seen ahead of a gap once the gap is filled (or, with ``expire``, once
         the watermark says the missing ones are not coming: every node lost them)."""
         while self.ahead:
             first = min(self.ahead)
             last, node, ev, src = self.ahead[first]
-            if first > self.decided + 1 and not (expire and ev["ts_ms"] <= self.watermark):
+            if first > self.decided + 1 and not (final or (expire and ev["ts_ms"] <= self.watermark)):
                 return
             del self.ahead[first]
             if last > self.decided:
@@ -239,6 +245,7 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
             "singles": [[k, list(v[0]), v[1], v[2]] for k, v in self.singles.items()],
             "runs": [[k, v[0], v[1]] for k, v in self.runs.items()],
             "ahead": [[k, *v] for k, v in self.ahead.items()],
+            "special": [[k, *v] for k, v in self.special.items()],
             "checks": [_check_out(c) for c in self.checks],
             "open": [[k, a.to_dict()] for k, a in self.open.items()],
             "fired": list(self.fired),
@@ -263,6 +270,7 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
         m.singles = {k: (tuple(v), ev, src) for k, v, ev, src in d["singles"]}
         m.runs = {k: (last, kind) for k, last, kind in d["runs"]}
         m.ahead = {k: (last, node, ev, src) for k, last, node, ev, src in d["ahead"]}
+        m.special = {k: (kind, ev, src) for k, kind, ev, src in d["special"]}
         m.checks = [_check_in(c) for c in d["checks"]]
         m.open = {k: Alert.from_dict(a) for k, a in d["open"]}
         m.fired = dict.fromkeys(d["fired"])

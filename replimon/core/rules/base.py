@@ -115,7 +115,8 @@ class GroupState:
         self.ext = -1
         self.quiet_end = -1  # end of the last group-wide silence (timers restart there)
         self.singles: dict[int, tuple[Any, ...]] = {}  # instance -> (value, evidence ref)
-        self.runs: dict[int, tuple[int, str]] = {}  # first -> (last, kind)
+        self.runs: dict[int, tuple[int, str]] = {}  # app runs: first -> (last, kind)
+        self.special: dict[int, tuple[Any, ...]] = {}  # noop/config instance -> (kind, event, src)
         self.checks: list[CanLeaveCheck] = []
         self.open: dict[str, Alert] = {}  # open wedges by condition key
         self.fired: dict[str, None] = {}  # recent violation ids (ordered set)

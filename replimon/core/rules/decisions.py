@@ -1,8 +1,9 @@
 """Decision rules: DIVERGENT_DECISION, BEYOND_HORIZON, CAN_LEAVE_UNSAFE (worklog 3.6.3).
 
 * DIVERGENT_DECISION: two decision events give one instance different values (kind, digest or
-  config command). Singles (count 1) are compared value for value; a run's kind is compared with
-  the singles it covers. Values are kept only while some live member has not executed past them.
+  config command). Singles (count 1) are compared value for value; kinds are compared whatever
+  the runs' boundaries (an app run against noop/config decisions inside it, and the other way).
+  Values are kept only while some live member has not executed past them.
 * BEYOND_HORIZON: the proposer's own decision event carries ``window_base``, its last executed
   instance when it reserved the run; the run may not end past the effective horizon computed from
   the commands the proposer had executed (``too_far``, worklog 3.6.3, the worklog's bound; MySQL is
@@ -21,35 +22,53 @@ from typing import Any
 from replimon.core.rules.base import CanLeaveCheck, GroupState, NodeState, Src
 from replimon.core.rules.config import config_value
 
+MAX_SPECIAL_RUN = 10_000  # instances of one noop/config run tracked one by one (bounded)
+
 
 class DecisionRules(GroupState):
     def _divergence(self, first: int, last: int, kind: str, ev: dict[str, Any], src: Src, node: str) -> None:
+        # Values: singles are compared value for value (kind, digest, config). Kinds: "app" is the
+        # common case, so instances decided as noop/config are kept apart (``special``) and an
+        # app decision is compared with them; a noop/config decision is compared with the app
+        # runs and singles it falls in. Cheap for the common case, complete for kinds.
         if first == last:
             cfg = ev.get("config")
             value = (kind, ev.get("digest"), config_value(cfg) if cfg is not None else None)
             known = self.singles.get(first)
             if known is None:
                 self.singles[first] = (value, ev, src)
-                if self.runs and kind != "app":
-                    for a, (b, rkind) in self.runs.items():
-                        if a <= first <= b and rkind != kind:
-                            self._divergent(first, f"a {rkind} run", None, ev, src, node)
-                            break
             elif known[0] != value:
                 other = known[1]["node"]
                 self._divergent(first, f"{known[0][0]} {known[0][1] or ''}".strip() + f" (from {other})",
                                 self.ref(known[1], known[2]), ev, src, node)
+                return
+        if kind == "app":
+            if first != last and first not in self.runs:
+                self.runs[first] = (last, kind)
+            if self.special:
+                span = range(first, last + 1) if last - first < len(self.special) else sorted(self.special)
+                for i in span:
+                    sp = self.special.get(i)
+                    if sp is not None and first <= i <= last:
+                        self._divergent(i, f"{sp[0]} (from {sp[1]['node']})", self.ref(sp[1], sp[2]), ev, src, node)
+                        return
             return
-        known_run = self.runs.get(first)
-        if known_run is None:
-            self.runs[first] = (last, kind)
-        if self.singles:
-            span = range(first, last + 1) if last - first < len(self.singles) else sorted(self.singles)
-            for i in span:
-                s = self.singles.get(i)
-                if s is not None and first <= i <= last and s[0][0] != kind:
-                    self._divergent(i, f"{s[0][0]} (from {s[1]['node']})", self.ref(s[1], s[2]), ev, src, node)
-                    break
+        for i in range(first, min(last, first + MAX_SPECIAL_RUN) + 1):
+            sp = self.special.get(i)
+            if sp is None:
+                self.special[i] = (kind, ev, src)
+            elif sp[0] != kind:
+                self._divergent(i, f"{sp[0]} (from {sp[1]['node']})", self.ref(sp[1], sp[2]), ev, src, node)
+                return
+            s = self.singles.get(i) if first != last else None
+            if s is not None and s[0][0] != kind:
+                self._divergent(i, f"{s[0][0]} (from {s[1]['node']})", self.ref(s[1], s[2]), ev, src, node)
+                return
+        for a, (b, _) in self.runs.items():
+            if a <= last and first <= b:
+                i = max(a, first)
+                self._divergent(i, f"an app run {a}..{b}", None, ev, src, node)
+                return
 
     def _divergent(self, instance: int, other: str, other_ref: dict[str, Any] | None,
                    ev: dict[str, Any], src: Src, node: str) -> None:
@@ -100,12 +119,13 @@ class DecisionRules(GroupState):
                     and ts <= chk.decided_ts + limit):
                 chk.satisfied.add(node)
 
-    def _settle_can_leave(self) -> None:
+    def _settle_can_leave(self, *, final: bool = False) -> None:
+        """Give the verdict of every check that can have one (``final``: end of input, all can)."""
         wm, skew = self.watermark, self.limits.skew_ms
         keep = []
         for chk in self.checks:
             answered = all(m in chk.satisfied or m in chk.closed for m in chk.members)
-            if not answered and wm <= chk.decided_ts + skew:
+            if not answered and wm <= chk.decided_ts + skew and not final:
                 keep.append(chk)
                 continue
             if len(chk.satisfied) < chk.majority:

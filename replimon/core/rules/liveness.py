@@ -177,7 +177,7 @@ class LivenessRules(GroupState):
             return
         floor = min(known)
         self.cmd_floor = max(self.cmd_floor, floor)
-        for d in (self.singles, self.runs, self.records):
+        for d in (self.singles, self.runs, self.special, self.records):
             while d:
                 k = next(iter(d))
                 if k > floor:
