@@ -164,3 +164,25 @@ def test_state_stays_bounded_on_a_long_run() -> None:
     assert g.decided > 200_000
     assert max(sizes) < 60_000, sizes
     assert len(g.cmap.configs) <= 8 and len(g.singles) < 2_000 and len(g.records) < 50
+
+
+def test_node_silent_fires_from_the_timer_when_everything_then_stops() -> None:
+    # A member goes quiet; the rest of the group publishes 3 s more; then nothing arrives at all.
+    events: list[dict[str, Any]] = []
+    sim = Simulator(SimOptions(duration_ms=40_000, groups=1, nodes=3, seed=2),
+                    [parse_injection("node_silent:g1@20s")], events.append)
+    sim.run()
+    node = sim.manifest()[0]["node"]
+    cut = sim.manifest()[0]["ts_ms"] + 3_000
+    g = GroupMonitor("g1")
+    for ev in events:
+        if ev["ts_ms"] < cut:
+            assert not [a for a in g.on_event(ev) if a.kind == "NODE_SILENT"]
+    silent = max(e["ts_ms"] for e in events if e["node"] == node and e["ts_ms"] < cut)
+    due = g.next_timer()
+    assert due == silent + 5_000 + 2_000  # before GROUP_SILENT's deadline
+    assert g.on_timer(due - 1) == []
+    (alert,) = g.on_timer(due)
+    assert (alert.kind, alert.node, alert.event_ts_ms) == ("NODE_SILENT", node, silent)
+    later = g.on_timer(g.next_timer() or 0)
+    assert [a.kind for a in later] == ["GROUP_SILENT"]

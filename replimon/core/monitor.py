@@ -61,6 +61,8 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
             self.ext = now
         if self.clock >= 0:
             self._evaluate()  # settles what needs no more input (e.g. a fully answered can_leave)
+            if self.cmap.configs:
+                self._node_silence(max(now, self.clock), self.cmap.active(self.decided + 1).member_ids)
         lim = self.limits
         if (self.clock >= 0 and "group_silent" not in self.open
                 and now - lim.skew_ms - self.clock >= lim.group_silent_ms):
@@ -72,9 +74,13 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
 
     def next_timer(self) -> int | None:
         """When ``on_timer`` next has something to do (outside clock), or None."""
-        if self.clock < 0 or "group_silent" in self.open:
+        if self.clock < 0:
             return None
-        return self.clock + self.limits.group_silent_ms + self.limits.skew_ms
+        node = self._silence_deadline()
+        if "group_silent" in self.open:
+            return node
+        group = self.clock + self.limits.group_silent_ms + self.limits.skew_ms
+        return group if node is None else min(group, node)
 
     def flush(self) -> list[Alert]:
         """End of input: nothing held back can be completed any more; process it."""
@@ -405,6 +411,7 @@ class Monitor:
             out.extend(g.on_timer(self.clock))
             when = g.next_timer()
             if when is not None:
+                when = max(when, self.clock + 1)  # strictly later: a timer never re-fires at once
                 heapq.heappush(self._timers, (when, name))
                 self._scheduled.add(name)
         return out

@@ -7,8 +7,10 @@ are still on their way cannot make it fire early. After a group-wide silence lon
 ``node_silent`` the timers restart at its end (``quiet_end``): the monitor could not see the group,
 which is GROUP_SILENT's business, not every member's.
 
-* NODE_SILENT: a member of the active configuration sent nothing for ``node_silent``; resolves
-  when it sends again or leaves the configuration.
+* NODE_SILENT: a member of the active configuration sent nothing for ``node_silent`` while the
+  rest of the group published past it by more than the skew; judged on the group's clock and on
+  the outside clock (``on_timer``), so it fires with no input at all; resolves when the member
+  sends again or leaves the configuration.
 * QUORUM_AT_RISK / QUORUM_LOST: a member is live unless a majority of the active configuration's
   members suspect it (their latest heartbeats' ``suspects``); the state must hold for the skew,
   since one moment's suspicions arrive one heartbeat at a time. AT_RISK needs >= 3 members.
@@ -50,20 +52,7 @@ class LivenessRules(GroupState):
         active = self.cmap.active(self.decided + 1)
         members = active.member_ids
         # -- NODE_SILENT
-        for m in members:
-            ns = self.nodes.get(m)
-            if ns is None:
-                ns = self.nodes[m] = NodeState(last_ts=self.clock)
-            elif ns.last_ts < 0:
-                ns.last_ts = self.clock
-            since = max(ns.last_ts, self.quiet_end)
-            if wm - since >= lim.node_silent_ms and ("silent:" + m) not in self.open:
-                self.fire(
-                    "silent:" + m, "NODE_SILENT", (m, ns.last_ts),
-                    f"Member {m} of group {self.group} has sent nothing for "
-                    f"{(wm - ns.last_ts) // 1000} s while the rest of the group publishes.",
-                    ns.last_ts, node=m,
-                    evidence=[self.ref(ns.last_ev, ns.last_src)] if ns.last_ev else [])
+        self._node_silence(self.clock, members)
         for cond in [c for c in self.open if c.startswith("silent:")]:
             if cond[7:] not in members:
                 self.resolve(cond, f"{cond[7:]} is no longer a member of the active configuration.", self.clock)
@@ -140,6 +129,51 @@ class LivenessRules(GroupState):
             if start <= self.decided or all(x.start != start for x in self.cmap.configs):
                 self.resolve(cond, f"the configuration starting at {start} has started (decided {self.decided}).", self.clock)
         self._prune(members)
+
+    def _node_silence(self, now: int, members: tuple[str, ...]) -> None:
+        """NODE_SILENT at time ``now`` (the group's clock, or the outside clock from on_timer).
+
+        A member is silent once ``now - skew`` is ``node_silent`` past its last event (or the end
+        of the last group-wide silence) AND the rest of the group published more than the skew
+        after it: a member that went quiet together with everyone else is part of a group
+        silence (GROUP_SILENT), not a silent node. With the outside clock this fires with no
+        input arriving at all.
+        """
+        lim = self.limits
+        for m in members:
+            ns = self.nodes.get(m)
+            if ns is None:
+                ns = self.nodes[m] = NodeState(last_ts=self.clock)
+            elif ns.last_ts < 0:
+                ns.last_ts = self.clock
+            cond = "silent:" + m
+            if cond in self.open or self.clock - ns.last_ts <= lim.skew_ms:
+                continue
+            since = max(ns.last_ts, self.quiet_end)
+            if now - lim.skew_ms - since >= lim.node_silent_ms:
+                self.fire(
+                    cond, "NODE_SILENT", (m, ns.last_ts),
+                    f"Member {m} of group {self.group} has sent nothing for "
+                    f"{(now - lim.skew_ms - ns.last_ts) // 1000} s while the rest of the group "
+                    f"published until {self.clock - ns.last_ts} ms after it.",
+                    ns.last_ts, node=m,
+                    evidence=[self.ref(ns.last_ev, ns.last_src)] if ns.last_ev else [])
+
+    def _silence_deadline(self) -> int | None:
+        """Outside-clock time at which a member becomes NODE_SILENT if nothing arrives."""
+        if not self.cmap.configs:
+            return None
+        lim = self.limits
+        best = None
+        for m in self.cmap.active(self.decided + 1).member_ids:
+            ns = self.nodes.get(m)
+            if ns is None or ns.last_ts < 0 or ("silent:" + m) in self.open:
+                continue
+            if self.clock - ns.last_ts <= lim.skew_ms:
+                continue
+            at = max(ns.last_ts, self.quiet_end) + lim.node_silent_ms + lim.skew_ms
+            best = at if best is None else min(best, at)
+        return best
 
     def _quorum(self, members: tuple[str, ...], majority: int) -> None:
         votes: Counter[str] = Counter()
