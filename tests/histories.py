@@ -28,6 +28,7 @@ from replimon.core.alerts import FIRING, Alert
 from replimon.core.configmap import Command, Config, ConfigMap, Outcome, Rules
 from replimon.core.limits import Limits
 from replimon.core.monitor import GroupMonitor
+from replimon.core.rules.liveness import EVAL_STEP_MS
 
 BASE_MS = 1_700_000_000_000
 NEW, OLD = 9, 4  # XCom protocols: x_1_8 (configurable horizon) and x_1_3 (fixed at 10)
@@ -143,6 +144,14 @@ class History:
         n = self.nodes[node]
         n.incarnation += 1
         n.seq = 0
+
+    def join(self, node: str) -> None:
+        """An added node starts publishing, with the state a donor gives it: executed up to the
+        instance before the first configuration it is a member of (worklog 3.1)."""
+        start = next(c.start for c in self.truth.configs if node in c.member_ids)
+        n = self.nodes[node]
+        n.executed = n.decided = start - 1
+        self.live.append(node)
 
     def leave(self, node: str) -> None:
         """The node stops publishing for good (removed from the group)."""
@@ -291,20 +300,24 @@ class History:
         end = self.t + ms
         quiet = tuple(silent)
         while self.t < end:
-            self.advance(min(every, end - self.t))
+            left = end - self.t
+            # No beat closer than 250 ms to the previous one: the monitor evaluates its timed
+            # rules when its clock has moved 250 ms, so every beat of a tick is a judgement.
+            self.advance(left if left < every + EVAL_STEP_MS else every)
             self.heartbeats(silent=quiet, suspects=suspects)
 
     # -- reading it back ----------------------------------------------------------------------
-    def find(self, etype: str, node: str, **fields: Any) -> Event:
-        """The latest event of ``node`` of this type whose fields match ``fields``."""
-        for ev in reversed(self.events):
+    def find(self, etype: str, node: str, *, first: bool = False, **fields: Any) -> Event:
+        """The latest (or ``first``) event of ``node`` of this type whose fields match ``fields``."""
+        for ev in self.events if first else reversed(self.events):
             if ev["type"] == etype and ev["node"] == node and all(ev.get(k) == v for k, v in fields.items()):
                 return ev
         raise LookupError((etype, node, fields))
 
     # -- playing it to a monitor ---------------------------------------------------------------
     def run(self, limits: Limits | None = None, **kw: Any) -> Run:
-        return replay(self.events, limits, **kw)
+        """Feed the whole history, in order, to a fresh monitor of the group (see :func:`replay`)."""
+        return replay(self.events, limits, group=self.group, **kw)
 
 
 def arrival(events: Sequence[Event], delays: Mapping[str, int]) -> list[Event]:
@@ -351,11 +364,12 @@ class Run:
         return out
 
 
-def replay(events: Iterable[Event], limits: Limits | None = None, *, group: str = "g1",
+def replay(events: Sequence[Event], limits: Limits | None = None, *, group: str | None = None,
            roundtrip: bool = False) -> Run:
-    """Feed ``events`` (in this order) to a fresh monitor of ``group``. With ``roundtrip`` the
-    monitor's state goes through JSON and back after every event, as Spark's state store does."""
-    mon = GroupMonitor(group, limits)
+    """Feed ``events`` (in this order) to a fresh monitor of ``group`` (default: the first event's).
+    With ``roundtrip`` the monitor's state goes through JSON and back after every event, as
+    Spark's state store keeps it between micro-batches."""
+    mon = GroupMonitor(group or (events[0]["group"] if events else "g1"), limits)
     out: list[Alert] = []
     for ev in events:
         out.extend(mon.on_event(ev))

@@ -46,8 +46,6 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
             if self.clock >= 0 and ts - self.clock > self.limits.node_silent_ms:
                 self.quiet_end = ts
             self.clock = ts
-        if "group_silent" in self.open:
-            self.resolve("group_silent", f"the group published again ({ev['node']}).", ts, [self.ref(ev, src)])
         self._admit(ev["node"], ev, src)
         if self.clock >= self.next_eval:
             self._evaluate()
@@ -92,6 +90,8 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
             self._merge_ahead(expire=True, final=True)
         if self.checks:
             self._settle_can_leave(final=True)
+        if self.held_reports:
+            self._settle_held_reports(final=True)
         return out
 
     # -- per event ------------------------------------------------------------------------------
@@ -100,6 +100,8 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
         if ts > ns.last_ts:
             ns.last_ts = ts
         ns.last_ev, ns.last_src = ev, src
+        if "group_silent" in self.open:
+            self.resolve("group_silent", f"the group published again ({node}).", ts, [self.ref(ev, src)])
         if "silent:" + node in self.open:
             self.resolve("silent:" + node, f"{node} published again.", ts, [self.ref(ev, src)])
         t = ev["type"]
@@ -123,12 +125,13 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
         if ex > ns.executed or (first_report and ev["incarnation"] == ns.inc):
             if ex > ns.executed:
                 ts = ev["ts_ms"]
-                if ts > self.exec_adv_ts:
-                    self.exec_adv_ts = ts
                 if ts > self.progress_ts:
                     self.progress_ts = ts
-                if "horizon" in self.open:
-                    self.resolve("horizon", f"{node} executed up to {ex}.", ts, [self.ref(ev, src)])
+                if not self.member_set or node in self.member_set:  # HORIZON_WEDGE counts members
+                    if ts > self.exec_adv_ts:
+                        self.exec_adv_ts = ts
+                    if "horizon" in self.open:
+                        self.resolve("horizon", f"{node} executed up to {ex}.", ts, [self.ref(ev, src)])
                 if "progress" in self.open:
                     self.resolve("progress", f"{node} executed up to {ex}.", ts, [self.ref(ev, src)])
             ns.executed = ex
@@ -142,7 +145,7 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
         if kind == "config":
             cfg = ev["config"]
             if cfg["op"] == "boot":
-                self._on_boot(first, cfg)
+                self._on_boot(first, cfg, ev, src)
             else:
                 self._on_command(first, cfg, ev, src)
         self._divergence(first, last, kind, ev, src, node)
@@ -224,7 +227,8 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
             out["effective_horizon"] = self.cmap.effective_horizon(e_maj)
             out["executed_majority"] = e_maj
             out["window_use"] = max(0, self.decided - e_maj)
-            out["window_fraction"] = round(max(0, self.decided - e_maj) / active.event_horizon, 4)
+            out["window_fraction"] = (round(max(0, self.decided - e_maj) / active.event_horizon, 4)
+                                      if active.event_horizon > 0 else None)
         for node, ns in sorted(self.nodes.items()):
             out["nodes"][node] = {
                 "member": node in active.member_ids, "executed": ns.executed, "decided": ns.decided,
@@ -256,7 +260,7 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
             "open": [[k, a.to_dict()] for k, a in self.open.items()],
             "fired": list(self.fired),
             "reach_ts": self.reach_ts, "lag_since": self.lag_since, "quorum": list(self.quorum),
-            "next_eval": self.next_eval, "counts": self.counts,
+            "next_eval": self.next_eval, "counts": self.counts, "member_set": sorted(self.member_set),
         }
 
     @classmethod
@@ -284,6 +288,8 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
         m.quorum = (d["quorum"][0], d["quorum"][1])
         m.counts = dict(d["counts"])
         m.holding = {n for n, ns in m.nodes.items() if ns.held}
+        m.held_reports = {c for c, r in m.records.items() if r.held is not None}
+        m.member_set = set(d["member_set"])
         return m
 
 
@@ -346,7 +352,8 @@ def _rec_out(r: CommandRecord) -> dict[str, Any]:
         "decided_ts": r.decided_ts, "decision": r.decision,
         "expected": _outcome_out(r.expected), "alt": _outcome_out(r.alt),
         "first": _key_out(r.first), "first_ref": r.first_ref,
-        "actual": _cfg_out(r.actual), "followed": r.followed,
+        "actual": _cfg_out(r.actual), "followed": r.followed, "replaced": _cfg_out(r.replaced),
+        "held": None if r.held is None else [_key_out(r.held[0]), r.held[1], r.held[2], r.held[3]],
     }
 
 
@@ -355,7 +362,8 @@ def _rec_in(d: dict[str, Any]) -> CommandRecord:
     return CommandRecord(
         d["instance"], Command(op, tuple((n, p) for n, p in nodes), eh), d["decided_ts"],
         d["decision"], _outcome_in(d["expected"]), _outcome_in(d["alt"]), _key_in(d["first"]),
-        d["first_ref"], _cfg_in(d["actual"]), d["followed"])
+        d["first_ref"], _cfg_in(d["actual"]), d["followed"], _cfg_in(d["replaced"]),
+        None if d["held"] is None else (_key_in(d["held"][0]), d["held"][1], d["held"][2], d["held"][3]))
 
 
 def _check_out(c: CanLeaveCheck) -> dict[str, Any]:

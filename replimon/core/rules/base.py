@@ -56,6 +56,9 @@ class CommandRecord:
     first_ref: dict[str, Any] | None = None
     actual: Config | None = None  # what the group installed, when it differs from the rules
     followed: bool = False  # the map follows ``actual`` instead of ``expected``
+    replaced: Config | None = None  # the config of the same start this one replaced (newer wins)
+    held: tuple[Any, ...] | None = None  # (key, node, event, src): a first report that differs
+    # from the rules, waiting for a second node to confirm it (the group) or contradict it (one node)
 
 
 @dataclass(slots=True)
@@ -104,6 +107,7 @@ class GroupState:
         self.trusted = False  # the map is known to match the group (boot seen, or confirmed)
         self.boot_instance = -1
         self.records: dict[int, CommandRecord] = {}
+        self.held_reports: set[int] = set()  # commands with a held first report
         self.cmd_floor = -1  # commands at or below were settled and forgotten
         self.pending_since: dict[int, int] = {}  # config start -> event time it became known
         self.decided = -1  # contiguous decided frontier: every decision up to it has been seen
@@ -123,6 +127,7 @@ class GroupState:
         self.reach_ts = -1  # decisions at the horizon since (HORIZON_WEDGE)
         self.lag_since: dict[str, int] = {}
         self.quorum = ("ok", -1)
+        self.member_set: set[str] = set()  # members of the active configuration (last evaluation)
         self.holding: set[str] = set()  # nodes with held (out-of-order) events
         self.next_eval = -1
         self.counts = {"events": 0, "duplicates": 0, "held": 0, "lost": 0}

@@ -6,12 +6,14 @@ earlier command has been seen). That is the same map every member builds by exec
 (worklog 3.2.3: state-machine commands, validated against the latest configuration). Config
 reports and heartbeat views are then checked against it:
 
-* the FIRST report of a command decides between the group and the rules: an install the rules
-  refuse is named by the rule (EH_OUT_OF_DOMAIN, EH_CHANGE_WITH_OLD_MEMBER,
-  OLD_MEMBER_JOIN_CUSTOM_EH), any other difference is CONFIG_MISMATCH; either way the map then
-  FOLLOWS what the group installed (later commands are re-placed), so one bad command does not
-  cascade into alerts on every later one;
-* a later report that differs from the first is CONFIG_DISAGREEMENT (nodes disagree);
+* a report that agrees with the rules settles the command. A first report that differs is held
+  until a second node reports: if it agrees with the first (or nobody contradicts it within
+  ``node_silent``), the GROUP broke the rules: an install the rules refuse is named by the rule
+  (EH_OUT_OF_DOMAIN, EH_CHANGE_WITH_OLD_MEMBER, OLD_MEMBER_JOIN_CUSTOM_EH), any other difference
+  is CONFIG_MISMATCH, and the map then FOLLOWS what the group installed (later commands are
+  re-placed, configs they had replaced come back), so one bad command does not cascade into
+  alerts on every later one; if the second agrees with the rules, the first node alone is wrong;
+* a report that differs from the settled one is CONFIG_DISAGREEMENT (nodes disagree);
 * a heartbeat view that differs from the configuration the map gives for that node's position
   (the commands it has executed, the instance after its executed one) is CONFIG_DISAGREEMENT;
 * set_event_horizon(default) with an old member: MySQL refuses it, the worklog installs it; both
@@ -74,11 +76,18 @@ def config_value(cfg: dict[str, Any]) -> str:
 
 class ConfigRules(GroupState):
     # -- decisions of config commands ------------------------------------------------------------
-    def _on_boot(self, first: int, cfg: dict[str, Any]) -> None:
+    def _on_boot(self, first: int, cfg: dict[str, Any], ev: dict[str, Any], src: Src) -> None:
         if self.cmap.configs:
             return
         members = [(n["id"], n.get("protocol", 0)) for n in cfg["nodes"]]
         self.cmap.boot(first, members, cfg.get("event_horizon"))
+        eh = self.cmap.configs[0].event_horizon
+        if not self._in_domain(eh):
+            self.violation(
+                "EH_OUT_OF_DOMAIN", ("boot", first),
+                f"Group {self.group} booted with event horizon {eh}, outside "
+                f"[{self.rules.eh_min}, {self.rules.eh_max}].",
+                ev["ts_ms"], instance=first, node=ev["node"], evidence=[self.ref(ev, src)])
         self.boot_instance = first
         self.trusted = True
         if self.history != "incomplete":
@@ -107,13 +116,19 @@ class ConfigRules(GroupState):
             worklog = replace(self.rules, allow_default_eh_with_old_members=True)
             rec.alt = ConfigMap(worklog, self.cmap.configs).decide(rec.instance, cmd)
         cfg = rec.actual if rec.followed else rec.expected.config
+        rec.replaced = None
         if cfg is not None:
+            rec.replaced = next((x for x in self.cmap.configs if x.start == cfg.start), None)
             self.cmap.install(cfg)
             self.pending_since.setdefault(cfg.start, rec.decided_ts)
 
     def _rebuild(self, c: int) -> None:
         """Re-place every command from instance ``c`` on (after the map followed the group)."""
-        self.cmap.configs = [x for x in self.cmap.configs if x.decided_at < c]
+        keep = [x for x in self.cmap.configs if x.decided_at < c]
+        # Configs that commands from c on had replaced (same start, newer wins) come back.
+        keep += [r.replaced for i, r in self.records.items()
+                 if i >= c and r.replaced is not None and r.replaced.decided_at < c]
+        self.cmap.configs = sorted(keep, key=lambda x: x.start)
         for inst, rec in self.records.items():
             if inst >= c:
                 if self.cmap.configs:
@@ -134,16 +149,76 @@ class ConfigRules(GroupState):
             return
         if rec.first is not None:
             if got != rec.first:
-                self.violation(
-                    "CONFIG_DISAGREEMENT", ("report", c, node),
-                    f"Node {node} reports {self._show(got)} for the command at instance {c}; "
-                    f"{rec.first_ref['node'] if rec.first_ref else 'another node'} reported "
-                    f"{self._show(rec.first)}.",
-                    ev["ts_ms"], instance=c, node=node,
-                    evidence=[rec.decision, rec.first_ref or {}, self.ref(ev, src)])
+                self._disagree(rec, node, got, ev, src)
             return
-        rec.first, rec.first_ref = got, self.ref(ev, src)
-        self._judge(rec, got, node, ev, src)
+        if rec.held is None:
+            others = self._other_reporters(node)
+            if rec.expected is None or not self.trusted or self._as_ruled(rec, got) or not others:
+                rec.first, rec.first_ref = got, self.ref(ev, src)
+                self._judge(rec, got, node, ev, src)
+            else:
+                # One node says the rules were not followed: wait for a second node to tell
+                # whether the group did so (a violation, the map follows) or this node alone
+                # (CONFIG_DISAGREEMENT, the map stays).
+                rec.held = (got, node, ev, src)
+                self.held_reports.add(c)
+            return
+        h_got, h_node, h_ev, h_src = rec.held
+        if node == h_node:
+            return
+        self._settle_report(rec, second=(got, node, ev, src))
+
+    def _other_reporters(self, node: str) -> list[str]:
+        """Nodes besides ``node`` that may still report a command: members of a configuration in
+        the map (removed ones execute until they leave) that published recently and not OFFLINE."""
+        recent = self.clock - self.limits.node_silent_ms
+        in_map = {m for cfg in self.cmap.configs for m in cfg.member_ids}
+        return [m for m, ns in self.nodes.items()
+                if m != node and m in in_map and ns.last_ts >= recent and ns.status != "OFFLINE"]
+
+    def _as_ruled(self, rec: CommandRecord, got: tuple[Any, ...]) -> bool:
+        exp = rec.expected
+        return (exp is not None and config_key(exp.config) == got) or (
+            rec.alt is not None and config_key(rec.alt.config) == got)
+
+    def _settle_report(self, rec: CommandRecord, second: tuple[Any, ...] | None = None) -> None:
+        """Judge a held report: confirmed by ``second`` (or unopposed when it timed out), or
+        contradicted by a ``second`` that agrees with the rules."""
+        assert rec.held is not None
+        h_got, h_node, h_ev, h_src = rec.held
+        rec.held = None
+        self.held_reports.discard(rec.instance)
+        if second is not None and second[0] != h_got and self._as_ruled(rec, second[0]):
+            got, node, ev, src = second
+            rec.first, rec.first_ref = got, self.ref(ev, src)
+            self._judge(rec, got, node, ev, src)
+            self._disagree(rec, h_node, h_got, h_ev, h_src)
+            return
+        rec.first, rec.first_ref = h_got, self.ref(h_ev, h_src)
+        self._judge(rec, h_got, h_node, h_ev, h_src)
+        if second is not None and second[0] != h_got:
+            self._disagree(rec, second[1], second[0], second[2], second[3])
+
+    def _settle_held_reports(self, *, final: bool = False) -> None:
+        """Held reports nobody confirmed or contradicted within the node-silence time: the
+        reporting node is taken for the group."""
+        limit = self.watermark - self.limits.node_silent_ms
+        for c in sorted(self.held_reports):
+            rec = self.records.get(c)
+            if rec is None or rec.held is None:
+                self.held_reports.discard(c)
+            elif final or rec.held[2]["ts_ms"] <= limit:
+                self._settle_report(rec)
+
+    def _disagree(self, rec: CommandRecord, node: str, got: tuple[Any, ...], ev: dict[str, Any], src: Src) -> None:
+        c = rec.instance
+        self.violation(
+            "CONFIG_DISAGREEMENT", ("report", c, node),
+            f"Node {node} reports {self._show(got)} for the command at instance {c}; "
+            f"{rec.first_ref['node'] if rec.first_ref else 'another node'} reported "
+            f"{self._show(rec.first or got)}.",
+            ev["ts_ms"], instance=c, node=node,
+            evidence=[rec.decision, rec.first_ref or {}, self.ref(ev, src)])
 
     def _judge(self, rec: CommandRecord, got: tuple[Any, ...], node: str, ev: dict[str, Any], src: Src) -> None:
         c, cmd = rec.instance, rec.command
@@ -167,7 +242,7 @@ class ConfigRules(GroupState):
                 self._rule_violation("EH_OUT_OF_DOMAIN", rec, node, got, ev, evidence)
             self._follow(rec, actual)
         else:
-            if installed and exp.config is None:
+            if installed and exp.config is None and not (rec.alt is not None and rec.alt.config is not None):
                 kind = RULE_KIND.get(exp.reason or "", "CONFIG_MISMATCH")
             else:
                 kind = "CONFIG_MISMATCH"
@@ -247,9 +322,10 @@ class ConfigRules(GroupState):
                 self._learn(Config(got[1], got[2], tuple((m["id"], m["protocol"]) for m in view["members"]), -1))
             return
         e = ev["executed"]
-        if e > self.decided:
+        if e > self.decided or (self.held_reports and e >= min(self.held_reports)):
             # The node executed decisions the monitor has not seen yet (they are on their way from
-            # other nodes, within the skew): this view cannot be judged; its next one will be.
+            # other nodes, within the skew), or a command it executed awaits a second report:
+            # this view cannot be judged yet; its next one will be.
             return
         expect = self.cmap.active_known(e + 1, e)
         if expect is None or self.cmap.configs[0].start > e + 1:

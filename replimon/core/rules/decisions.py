@@ -9,7 +9,11 @@
   the commands the proposer had executed (``too_far``, worklog 3.6.3, the worklog's bound; MySQL is
   stricter by one, so a correct XCom never trips it).
 * CAN_LEAVE_UNSAFE: when can_leave(c) = start(c) + eh(c) is first decided, a majority of c's
-  members must have executed start(c) - 1. A member counts if it reported that much before it
+  members must have executed start(c) - 1 (SPEC section 5). If a later configuration d has
+  already started at can_leave(c), d's majority decided it (XCom decides an instance in the
+  configuration of that instance), so d's members and majority are counted: a joiner of d has
+  start(d) - 1 >= start(c) - 1 by state transfer, and SPEC's literal rule would flag a correct
+  XCom there. A member counts if it reported that much before it
   reported learning can_leave(c) itself (its own order is exact); a member that has not learned it
   yet counts if it reports it within the skew of the decision's time. The verdict waits until
   every member has answered or the watermark passed the decision time plus the skew.
@@ -37,7 +41,10 @@ class DecisionRules(GroupState):
             known = self.singles.get(first)
             if known is None:
                 self.singles[first] = (value, ev, src)
-            elif known[0] != value:
+            elif known[0] != value and not (
+                # the digest is optional: compare it only when both events carry one
+                known[0][0] == value[0] and known[0][2] == value[2] and (known[0][1] is None or value[1] is None)
+            ):
                 other = known[1]["node"]
                 self._divergent(first, f"{known[0][0]} {known[0][1] or ''}".strip() + f" (from {other})",
                                 self.ref(known[1], known[2]), ev, src, node)
@@ -97,8 +104,11 @@ class DecisionRules(GroupState):
             cl = cfg.start + cfg.event_horizon
             if not self.decided < cl <= last:
                 continue
-            chk = CanLeaveCheck(cfg.start, cl, cfg.member_ids, cfg.majority, ev["ts_ms"], self.ref(ev, src))
-            for m in cfg.member_ids:
+            # The configuration whose majority decides can_leave(c): c itself, unless a later one
+            # already started by then (its members, e.g. a joiner, then make the majority).
+            deciders = self.cmap.active(cl)
+            chk = CanLeaveCheck(cfg.start, cl, deciders.member_ids, deciders.majority, ev["ts_ms"], self.ref(ev, src))
+            for m in deciders.member_ids:
                 ns = self.nodes.get(m)
                 if ns is not None and ns.executed >= cfg.start - 1:
                     chk.satisfied.add(m)

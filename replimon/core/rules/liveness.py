@@ -45,12 +45,16 @@ class LivenessRules(GroupState):
             self._merge_ahead(expire=True)  # type: ignore[attr-defined]
         if self.checks:
             self._settle_can_leave()  # type: ignore[attr-defined]
+        if self.held_reports:
+            self._settle_held_reports()  # type: ignore[attr-defined]
         if not self.cmap.configs:
             return
         lim = self.limits
         wm = self.watermark
         active = self.cmap.active(self.decided + 1)
         members = active.member_ids
+        if len(members) != len(self.member_set) or not self.member_set.issuperset(members):
+            self.member_set = set(members)
         # -- NODE_SILENT
         self._node_silence(self.clock, members)
         for cond in [c for c in self.open if c.startswith("silent:")]:
@@ -211,12 +215,17 @@ class LivenessRules(GroupState):
             return
         floor = min(known)
         self.cmd_floor = max(self.cmd_floor, floor)
-        for d in (self.singles, self.runs, self.special, self.records):
+        for d in (self.singles, self.runs, self.special):
             while d:
                 k = next(iter(d))
                 if k > floor:
                     break
                 del d[k]
+        while self.records:  # a command whose report waits for a second opinion stays
+            k = next(iter(self.records))
+            if k > floor or self.records[k].held is not None:
+                break
+            del self.records[k]
         self.cmap.prune(floor)
         starts = {c.start for c in self.cmap.configs}
         for s in [s for s in self.pending_since if s not in starts]:
