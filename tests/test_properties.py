@@ -37,6 +37,7 @@ from replimon.core.configmap import Command, ConfigMap, Rules
 from replimon.core.limits import Limits
 from replimon.core.monitor import GroupMonitor, Monitor
 from replimon.producers.simulator import CATALOGUE, SimOptions, Simulator, parse_injection
+from tests.histories import command_json, members_json
 
 
 def _settings(n: int) -> settings:
@@ -345,17 +346,7 @@ class GroupPlan:
     worklog_default: bool  # the group installs set_eh(default) with old members (worklog 3.6.1)
 
 
-def cmd_json(cmd: Command) -> dict[str, Any]:
-    out: dict[str, Any] = {"op": cmd.op}
-    if cmd.nodes:
-        out["nodes"] = [{"id": n} if p is None else {"id": n, "protocol": p} for n, p in cmd.nodes]
-    if cmd.event_horizon is not None:
-        out["event_horizon"] = cmd.event_horizon
-    return out
-
-
-def members_json(members: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
-    return [{"id": m, "protocol": p} for m, p in members]
+cmd_json = command_json
 
 
 class GroupHistory:
