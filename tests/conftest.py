@@ -39,3 +39,13 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         if key.upper().startswith("REPLIMON_"):
             monkeypatch.delenv(key)
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One local SparkSession (local[2], RocksDB state store) for the session."""
+    from replimon.streaming.session import get_session
+
+    session = get_session()
+    yield session
+    session.stop()
