@@ -261,6 +261,7 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
             "fired": list(self.fired),
             "reach_ts": self.reach_ts, "lag_since": self.lag_since, "quorum": list(self.quorum),
             "next_eval": self.next_eval, "counts": self.counts, "member_set": sorted(self.member_set),
+            "episodes": self.episodes,
         }
 
     @classmethod
@@ -290,6 +291,7 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
         m.holding = {n for n, ns in m.nodes.items() if ns.held}
         m.held_reports = {c for c, r in m.records.items() if r.held is not None}
         m.member_set = set(d["member_set"])
+        m.episodes = dict(d["episodes"])
         return m
 
 

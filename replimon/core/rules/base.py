@@ -127,6 +127,7 @@ class GroupState:
         self.reach_ts = -1  # decisions at the horizon since (HORIZON_WEDGE)
         self.lag_since: dict[str, int] = {}
         self.quorum = ("ok", -1)
+        self.episodes: dict[str, int] = {}  # occurrences so far of conditions keyed by ordinal
         self.member_set: set[str] = set()  # members of the active configuration (last evaluation)
         self.holding: set[str] = set()  # nodes with held (out-of-order) events
         self.next_eval = -1

@@ -68,9 +68,9 @@ class LivenessRules(GroupState):
             cond = "lag:" + m
             if ns.executed >= 0 and self.decided - ns.executed > lim.executor_lag_instances:
                 since = max(self.lag_since.setdefault(m, self.clock), self.quiet_end)
-                if wm - since >= lim.executor_lag_ms:
+                if wm - since >= lim.executor_lag_ms and cond not in self.open:
                     self.fire(
-                        cond, "EXECUTOR_LAG", (m, since),
+                        cond, "EXECUTOR_LAG", (m, self._episode(cond)),
                         f"Member {m} has executed up to {ns.executed}, {self.decided - ns.executed}"
                         f" instances behind the group's decided {self.decided}, for over "
                         f"{lim.executor_lag_ms // 1000} s.",
@@ -94,7 +94,7 @@ class LivenessRules(GroupState):
                 since = max(self.reach_ts, self.exec_adv_ts, self.quiet_end)
                 if wm - since >= lim.horizon_wedge_ms:
                     self.fire(
-                        "horizon", "HORIZON_WEDGE", since,
+                        "horizon", "HORIZON_WEDGE", ("bound", bound),
                         f"Decisions reached the group's effective horizon {bound} (a majority has "
                         f"executed {e_maj}) and no executed frontier advanced for "
                         f"{(wm - since) // 1000} s.",
@@ -179,6 +179,13 @@ class LivenessRules(GroupState):
             best = at if best is None else min(best, at)
         return best
 
+    def _episode(self, cond: str) -> int:
+        """The ordinal of this occurrence of ``cond``: an id made of history facts, not of when
+        an evaluation happened to notice it (which depends on arrival order and batching)."""
+        n = self.episodes.get(cond, 0) + 1
+        self.episodes[cond] = n
+        return n
+
     def _quorum(self, members: tuple[str, ...], majority: int) -> None:
         votes: Counter[str] = Counter()
         for m in members:
@@ -200,7 +207,7 @@ class LivenessRules(GroupState):
             evidence = [self.ref(ns.last_ev, ns.last_src) for m in members
                         if (ns := self.nodes[m]).last_ev is not None and ns.suspects]
             self.fire(
-                "quorum", state, ("since", since),
+                "quorum", state, (state, self._episode("quorum")),
                 f"{len(live)} of {len(members)} members of the active configuration are live "
                 f"(majority {majority}); suspected by a majority: {', '.join(suspected) or 'none'}.",
                 since, evidence=evidence[:9])

@@ -1,0 +1,366 @@
+"""PostgreSQL sink (SPEC section 6): alerts, group and node state, time series, dead letters and
+pipeline metrics, written once per micro-batch with an exactly-once effect.
+
+Guarantee: `PostgresSink.write_batch` writes a micro-batch in one transaction that first advances
+``pipeline_batches(run_id, pipeline).last_batch_id`` to the batch id, and only if the batch id is
+higher than the one stored (SPARK-NOTES "Exactly-once effects"). Spark's ``foreachBatch`` is
+at-least-once: a retried batch (same id) or an older one is skipped and writes nothing; a batch
+that fails half-way leaves nothing and can be retried. All rows are keyed by facts of the history
+(alert id and status, group, group clock, Kafka offset), so even without the guard a re-run of the
+same events gives the same keys. Tables, keys and conventions: docs/postgres.md.
+
+`migrate` applies the versioned SQL files of ``replimon/streaming/migrations`` (``NNN_name.sql``)
+that are not yet in ``schema_migrations``, all in one transaction under an advisory lock, so
+concurrent starters apply each migration exactly once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from importlib import resources
+from types import TracebackType
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+LIVE_RUN = "live"
+DEFAULT_PIPELINE = "monitor"
+# pg_advisory_xact_lock key of the migrations: any constant shared by all replimon processes.
+MIGRATION_LOCK = 0x7265706C696D6F6E  # b"replimon"
+_MIGRATION_FILE = re.compile(r"^(\d+)_(\w+)\.sql$")
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_T = TypeVar("_T")
+
+
+# -- migrations ------------------------------------------------------------------------------------
+def migrations() -> list[tuple[int, str, str]]:
+    """The shipped migrations as (version, name, sql), by version."""
+    out = []
+    for entry in resources.files("replimon.streaming").joinpath("migrations").iterdir():
+        match = _MIGRATION_FILE.match(entry.name)
+        if match:
+            out.append((int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))
+    out.sort()
+    versions = [v for v, _, _ in out]
+    if len(set(versions)) != len(versions):
+        raise RuntimeError(f"duplicate migration versions: {versions}")
+    return out
+
+
+def migrate(dsn: str) -> list[int]:
+    """Apply the pending migrations; return the versions applied now (empty: schema up to date).
+
+    Idempotent and safe to run from many processes at once: everything happens in one
+    transaction holding ``pg_advisory_xact_lock(MIGRATION_LOCK)``; a failing migration rolls back
+    all of this call's migrations.
+    """
+    applied: list[int] = []
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())")
+        done = {v for (v,) in conn.execute("SELECT version FROM schema_migrations")}
+        for version, name, sql in migrations():
+            if version in done:
+                continue
+            # No parameters: psycopg sends the file as one simple query (many statements).
+            conn.execute(sql.encode())
+            conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                         (version, name))
+            applied.append(version)
+    return applied
+
+
+# -- value conversion ------------------------------------------------------------------------------
+def ts_from_ms(ms: int | float | datetime | None) -> datetime | None:
+    """Epoch milliseconds (or an aware datetime) as an aware UTC datetime; None and negative
+    (the monitor's "no time yet") give None."""
+    if ms is None:
+        return None
+    if isinstance(ms, datetime):
+        if ms.tzinfo is None:
+            raise ValueError(f"naive datetime {ms!r}: give epoch ms or an aware datetime")
+        return ms
+    if ms < 0:
+        return None
+    return EPOCH + timedelta(milliseconds=ms)
+
+
+def ms_from_ts(ts: datetime | None) -> int | None:
+    """The inverse of `ts_from_ms` (exact for millisecond times)."""
+    return None if ts is None else (ts - EPOCH) // timedelta(milliseconds=1)
+
+
+def _nonneg(x: int | None) -> int | None:
+    """A frontier, counter or protocol with the monitor's -1 for "none yet" mapped to NULL."""
+    return None if x is None or x < 0 else x
+
+
+def _alert_row(a: Mapping[str, Any], run_id: str, batch_id: int) -> tuple[Any, ...]:
+    return (run_id, a["alert_id"], a["status"], a["group"], a["kind"], a["severity"],
+            a["category"], a.get("instance"), a.get("node"), ts_from_ms(a["event_ts_ms"]),
+            ts_from_ms(a["detected_ts_ms"]), a["message"], Jsonb(list(a.get("evidence") or [])),
+            batch_id)
+
+
+def _group_row(s: Mapping[str, Any], run_id: str, batch_id: int) -> tuple[Any, ...]:
+    active = s.get("active")
+    return (run_id, s["group"], s["history"], s["trusted"], ts_from_ms(s.get("clock_ms")),
+            _nonneg(s.get("decided")),
+            None if active is None else active["start"],
+            None if active is None else active["event_horizon"],
+            None if active is None else Jsonb(active["members"]),
+            Jsonb(list(s.get("pending") or [])), s.get("effective_horizon"),
+            s.get("executed_majority"), s.get("window_use"), s.get("window_fraction"),
+            Jsonb(list(s.get("open_alerts") or [])), Jsonb(dict(s)), batch_id)
+
+
+def _node_rows(s: Mapping[str, Any], run_id: str, batch_id: int) -> Iterable[tuple[Any, ...]]:
+    for node, n in (s.get("nodes") or {}).items():
+        yield (run_id, s["group"], node, n["member"], _nonneg(n.get("executed")),
+               _nonneg(n.get("decided")), _nonneg(n.get("incarnation")),
+               _nonneg(n.get("protocol")), n.get("status") or None, ts_from_ms(n.get("last_ts_ms")),
+               Jsonb(list(n.get("suspects") or [])), n.get("effective_horizon"),
+               bool(n.get("silent")), batch_id)
+
+
+def _series_row(s: Mapping[str, Any], run_id: str) -> tuple[Any, ...] | None:
+    ts = ts_from_ms(s.get("clock_ms"))
+    if ts is None:  # no event yet: no point in time to put it at
+        return None
+    active = s.get("active")
+    return (run_id, s["group"], ts, _nonneg(s.get("decided")), s.get("executed_majority"),
+            s.get("effective_horizon"), None if active is None else active["event_horizon"],
+            s.get("window_use"), s.get("window_fraction"),
+            None if active is None else len(active["members"]), len(s.get("pending") or []))
+
+
+def _dead_letter_row(d: Mapping[str, Any], run_id: str, batch_id: int) -> tuple[Any, ...]:
+    raw = d.get("raw")
+    if isinstance(raw, str):
+        raw = raw.encode()
+    return (run_id, d["topic"], d["partition"], d["offset"],
+            None if raw is None else bytes(raw), d["reason"], ts_from_ms(d.get("kafka_ts")),
+            batch_id)
+
+
+# -- statements ------------------------------------------------------------------------------------
+_ADVANCE = """
+INSERT INTO pipeline_batches AS p (run_id, pipeline, last_batch_id, committed_at)
+VALUES (%s, %s, %s, now())
+ON CONFLICT (run_id, pipeline) DO UPDATE
+    SET last_batch_id = EXCLUDED.last_batch_id, committed_at = EXCLUDED.committed_at
+    WHERE p.last_batch_id < EXCLUDED.last_batch_id
+RETURNING last_batch_id"""
+
+_ALERT = """
+INSERT INTO alerts (run_id, alert_id, status, group_id, kind, severity, category, instance, node,
+                    event_ts, detected_ts, message, evidence, batch_id)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (run_id, alert_id, status) DO NOTHING"""
+
+_GROUP = """
+INSERT INTO group_state AS g (run_id, group_id, history, trusted, clock_ts, decided, active_start,
+                              active_event_horizon, members, pending, effective_horizon,
+                              executed_majority, window_use, window_fraction, open_alerts,
+                              snapshot, batch_id, updated_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+ON CONFLICT (run_id, group_id) DO UPDATE SET
+    history = EXCLUDED.history, trusted = EXCLUDED.trusted, clock_ts = EXCLUDED.clock_ts,
+    decided = EXCLUDED.decided, active_start = EXCLUDED.active_start,
+    active_event_horizon = EXCLUDED.active_event_horizon, members = EXCLUDED.members,
+    pending = EXCLUDED.pending, effective_horizon = EXCLUDED.effective_horizon,
+    executed_majority = EXCLUDED.executed_majority, window_use = EXCLUDED.window_use,
+    window_fraction = EXCLUDED.window_fraction, open_alerts = EXCLUDED.open_alerts,
+    snapshot = EXCLUDED.snapshot, batch_id = EXCLUDED.batch_id, updated_at = EXCLUDED.updated_at"""
+
+_NODE = """
+INSERT INTO node_state (run_id, group_id, node_id, member, executed, decided, incarnation,
+                        protocol, status, last_ts, suspects, effective_horizon, silent, batch_id,
+                        updated_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+ON CONFLICT (run_id, group_id, node_id) DO UPDATE SET
+    member = EXCLUDED.member, executed = EXCLUDED.executed, decided = EXCLUDED.decided,
+    incarnation = EXCLUDED.incarnation, protocol = EXCLUDED.protocol, status = EXCLUDED.status,
+    last_ts = EXCLUDED.last_ts, suspects = EXCLUDED.suspects,
+    effective_horizon = EXCLUDED.effective_horizon, silent = EXCLUDED.silent,
+    batch_id = EXCLUDED.batch_id, updated_at = EXCLUDED.updated_at"""
+
+_SERIES = """
+INSERT INTO group_timeseries (run_id, group_id, ts, decided, executed_majority, effective_horizon,
+                              event_horizon, window_use, window_fraction, members, pending)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (run_id, group_id, ts) DO UPDATE SET
+    decided = EXCLUDED.decided, executed_majority = EXCLUDED.executed_majority,
+    effective_horizon = EXCLUDED.effective_horizon, event_horizon = EXCLUDED.event_horizon,
+    window_use = EXCLUDED.window_use, window_fraction = EXCLUDED.window_fraction,
+    members = EXCLUDED.members, pending = EXCLUDED.pending"""
+
+_DEAD = """
+INSERT INTO dead_letters (run_id, topic, partition, "offset", raw, reason, kafka_ts, batch_id)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (run_id, topic, partition, "offset") DO NOTHING"""
+
+_METRICS = """
+INSERT INTO pipeline_metrics (run_id, batch_id, ts, duration_ms, input_rows, input_rows_per_s,
+                              processed_rows_per_s, alerts, dead_letters, groups)
+VALUES (%s, %s, COALESCE(%s, now()), %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (run_id, batch_id) DO NOTHING"""
+
+_ALERT_COLUMNS = """alert_id, group_id, kind, severity, category, status, instance, node,
+                    event_ts, detected_ts, message, evidence"""
+
+
+def _alert_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A stored alert in the payload form of ``Alert.to_dict``."""
+    (alert_id, group, kind, severity, category, status, instance, node, event_ts, detected_ts,
+     message, evidence) = row
+    return {"alert_id": alert_id, "group": group, "kind": kind, "severity": severity,
+            "category": category, "status": status, "instance": instance, "node": node,
+            "event_ts_ms": ms_from_ts(event_ts), "detected_ts_ms": ms_from_ts(detected_ts),
+            "message": message, "evidence": evidence}
+
+
+# -- the sink --------------------------------------------------------------------------------------
+class PostgresSink:
+    """Writes micro-batches of one run (``run_id``, 'live' for the live job) and one pipeline.
+
+    One connection per sink, opened on first use; a call that meets an `psycopg.OperationalError`
+    (server restart, broken connection) reconnects and retries once, which is safe because the
+    batch guard makes a retry of committed work a no-op. Not thread-safe: one sink per thread.
+    """
+
+    def __init__(self, dsn: str, *, run_id: str = LIVE_RUN, pipeline: str = DEFAULT_PIPELINE,
+                 migrate_schema: bool = True, connect_timeout: int = 10) -> None:
+        if not dsn:
+            raise ValueError("PostgresSink needs a DSN (postgres.dsn)")
+        self.dsn, self.run_id, self.pipeline = dsn, run_id, pipeline
+        self._connect_timeout = connect_timeout
+        self._conn: psycopg.Connection[Any] | None = None
+        if migrate_schema:
+            migrate(dsn)
+
+    # -- connection ----------------------------------------------------------------------------
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(self.dsn, autocommit=True,
+                                         connect_timeout=self._connect_timeout,
+                                         application_name=f"replimon-sink-{self.pipeline}")
+        return self._conn
+
+    def _call(self, fn: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        try:
+            return fn(self._connection())
+        except psycopg.OperationalError:
+            self.close()
+            return fn(self._connection())
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self) -> PostgresSink:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    # -- writing -------------------------------------------------------------------------------
+    def write_batch(self, batch_id: int, *, alerts: list[dict[str, Any]],
+                    snapshots: list[dict[str, Any]], dead_letters: list[dict[str, Any]],
+                    metrics: dict[str, Any] | None) -> bool:
+        """Write one micro-batch; True if written, False if ``batch_id`` was already committed
+        (<= ``last_batch_id``: a retried or stale batch, nothing written).
+
+        ``alerts``: ``Alert.to_dict`` payloads (an (alert_id, status) row never changes once
+        stored). ``snapshots``: ``GroupMonitor.snapshot()`` payloads in the order they were taken;
+        the last one per group becomes its group and node state, each one with a clock becomes a
+        time-series point. ``dead_letters``: dicts with topic, partition, offset, raw (bytes),
+        reason and kafka_ts (epoch ms or aware datetime). ``metrics``: pipeline_metrics columns
+        (``ts`` in epoch ms or datetime; counts default to this batch's).
+        On any error the transaction rolls back and the exception propagates.
+        """
+        run = self.run_id
+        alert_rows = [_alert_row(a, run, batch_id) for a in alerts]
+        latest: dict[str, dict[str, Any]] = {}
+        series: dict[tuple[str, datetime], tuple[Any, ...]] = {}
+        for s in snapshots:
+            latest[s["group"]] = s
+            row = _series_row(s, run)
+            if row is not None:
+                series[(row[1], row[2])] = row
+        group_rows = [_group_row(s, run, batch_id) for s in latest.values()]
+        node_rows = [r for s in latest.values() for r in _node_rows(s, run, batch_id)]
+        dead_rows = [_dead_letter_row(d, run, batch_id) for d in dead_letters]
+        metric_row = None
+        if metrics is not None:
+            m = metrics
+            metric_row = (run, batch_id, ts_from_ms(m.get("ts")), m.get("duration_ms"),
+                          m.get("input_rows"), m.get("input_rows_per_s"),
+                          m.get("processed_rows_per_s"), m.get("alerts", len(alerts)),
+                          m.get("dead_letters", len(dead_letters)), m.get("groups", len(latest)))
+
+        def write(conn: psycopg.Connection[Any]) -> bool:
+            with conn.transaction(), conn.cursor() as cur:
+                # Takes the guard row's lock first: a concurrent writer of the same pipeline waits
+                # here, then sees the committed id and skips.
+                cur.execute(_ADVANCE, (run, self.pipeline, batch_id))
+                if cur.fetchone() is None:
+                    return False
+                for stmt, rows in ((_ALERT, alert_rows), (_GROUP, group_rows), (_NODE, node_rows),
+                                   (_SERIES, list(series.values())), (_DEAD, dead_rows)):
+                    if rows:
+                        cur.executemany(stmt, rows)
+                if metric_row is not None:
+                    cur.execute(_METRICS, metric_row)
+                return True
+
+        return self._call(write)
+
+    # -- reading (tests, replay, reports) ------------------------------------------------------
+    def last_batch_id(self, run_id: str | None = None) -> int | None:
+        """The last committed batch of this pipeline for ``run_id`` (default: the sink's)."""
+        def read(conn: psycopg.Connection[Any]) -> int | None:
+            row = conn.execute(
+                "SELECT last_batch_id FROM pipeline_batches WHERE run_id = %s AND pipeline = %s",
+                (run_id or self.run_id, self.pipeline)).fetchone()
+            return None if row is None else int(row[0])
+        return self._call(read)
+
+    def alerts(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Every stored alert row of a run as ``Alert.to_dict`` payloads, by event time."""
+        def read(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+            rows = conn.execute(
+                f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE run_id = %s"
+                " ORDER BY event_ts, alert_id, status", (run_id or self.run_id,)).fetchall()
+            return [_alert_dict(r) for r in rows]
+        return self._call(read)
+
+    def firing_alerts(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Alerts firing now: a firing row without a resolved row, by event time."""
+        def read(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+            rows = conn.execute(
+                f"SELECT {_ALERT_COLUMNS} FROM alerts f WHERE f.run_id = %s"
+                " AND f.status = 'firing' AND NOT EXISTS (SELECT 1 FROM alerts r"
+                "  WHERE r.run_id = f.run_id AND r.alert_id = f.alert_id"
+                "  AND r.status = 'resolved')"
+                " ORDER BY event_ts, alert_id", (run_id or self.run_id,)).fetchall()
+            return [_alert_dict(r) for r in rows]
+        return self._call(read)
+
+    def alert_ids(self, run_id: str | None = None, status: str | None = None) -> set[str]:
+        """The alert ids stored for a run (optionally only rows of one status)."""
+        def read(conn: psycopg.Connection[Any]) -> set[str]:
+            rows = conn.execute(
+                "SELECT DISTINCT alert_id FROM alerts WHERE run_id = %s"
+                " AND (%s::text IS NULL OR status = %s::text)",
+                (run_id or self.run_id, status, status)).fetchall()
+            return {r[0] for r in rows}
+        return self._call(read)

@@ -1,0 +1,396 @@
+"""The PostgreSQL sink against the real embedded PostgreSQL: migrations, one transaction per
+micro-batch, and the exactly-once effect (a retried, replayed or stale batch changes nothing).
+
+Payloads are real: alerts and group snapshots come from the monitor run over a simulator history
+with a violation (BEYOND_HORIZON) and a wedge that fires and resolves (NODE_SILENT). Each test
+writes under its own run id, so tests share the session database without seeing each other.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+import pytest
+
+from replimon.core.monitor import GroupMonitor, Monitor
+from replimon.embedded import EmbeddedPostgres
+from replimon.producers.simulator import SimOptions, Simulator, parse_injection
+from replimon.streaming.sinks.postgres import (
+    PostgresSink,
+    migrate,
+    migrations,
+    ms_from_ts,
+    ts_from_ms,
+)
+
+pytestmark = pytest.mark.postgres
+
+TABLES = ("alerts", "group_state", "node_state", "group_timeseries", "dead_letters",
+          "pipeline_metrics", "pipeline_batches")
+SNAPSHOT_EVERY_MS = 10_000
+
+
+# -- payloads --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def payloads() -> dict[str, Any]:
+    """Alerts (in emission order) and snapshots (every 10 s of event time and at the end) of a
+    60 s two-group run with BEYOND_HORIZON on g1 and NODE_SILENT (firing, then resolved) on g2."""
+    events: list[dict[str, Any]] = []
+    faults = [parse_injection("beyond_horizon:g1@20s"), parse_injection("node_silent:g2@30s")]
+    Simulator(SimOptions(groups=2, duration_ms=60_000), faults, events.append).run()
+    monitor = Monitor()
+    alerts, snapshots = [], []
+    next_snap = events[0]["ts_ms"] + SNAPSHOT_EVERY_MS
+    for ev in events:
+        alerts.extend(a.to_dict() for a in monitor.process(ev))
+        if ev["ts_ms"] >= next_snap:
+            snapshots.extend(g.snapshot() for g in monitor.groups.values())
+            next_snap += SNAPSHOT_EVERY_MS
+    alerts.extend(a.to_dict() for a in monitor.finish())
+    snapshots.extend(g.snapshot() for g in monitor.groups.values())
+    kinds = {(a["kind"], a["status"]) for a in alerts}
+    assert {("BEYOND_HORIZON", "firing"), ("NODE_SILENT", "firing"),
+            ("NODE_SILENT", "resolved")} <= kinds
+    return {"events": events, "alerts": alerts, "snapshots": snapshots}
+
+
+def dead_letters() -> list[dict[str, Any]]:
+    return [
+        {"topic": "replica.decisions", "partition": 0, "offset": 17,
+         "raw": b"\x00\xff\xfe{not json", "reason": "not JSON", "kafka_ts": 1_767_225_600_123},
+        {"topic": "replica.heartbeats", "partition": 3, "offset": 2**40,
+         "raw": b"", "reason": "empty value",
+         "kafka_ts": datetime(2026, 1, 1, 0, 0, 1, 5000, tzinfo=UTC)},
+        {"topic": "replica.config", "partition": 1, "offset": 0, "raw": None,
+         "reason": "tombstone", "kafka_ts": None},
+    ]
+
+
+def metrics(batch_id: int) -> dict[str, Any]:
+    return {"ts": 1_767_225_700_000 + batch_id, "duration_ms": 850, "input_rows": 9451,
+            "input_rows_per_s": 11_118.8, "processed_rows_per_s": 11_000.5}
+
+
+# -- database --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def dsn(postgres: EmbeddedPostgres) -> str:
+    migrate(postgres.dsn)
+    return postgres.dsn
+
+
+@pytest.fixture
+def sink(dsn: str) -> Iterator[PostgresSink]:
+    with PostgresSink(dsn, run_id=f"test-{uuid.uuid4().hex[:12]}") as s:
+        yield s
+
+
+def contents(dsn: str, run_id: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table for one run, in a stable order (timestamps included)."""
+    out = {}
+    with psycopg.connect(dsn) as conn:
+        for table in TABLES:
+            rows = conn.execute(f"SELECT * FROM {table} WHERE run_id = %s", (run_id,)).fetchall()
+            out[table] = sorted(rows, key=repr)
+    return out
+
+
+def count(dsn: str, table: str, run_id: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(f"SELECT count(*) FROM {table} WHERE run_id = %s", (run_id,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def write_all(sink: PostgresSink, batch_id: int, p: dict[str, Any]) -> bool:
+    return sink.write_batch(batch_id, alerts=p["alerts"], snapshots=p["snapshots"],
+                            dead_letters=dead_letters(), metrics=metrics(batch_id))
+
+
+# -- migrations ------------------------------------------------------------------------------------
+@pytest.fixture
+def fresh_db(postgres: EmbeddedPostgres) -> Iterator[str]:
+    """An empty database of its own (the session one is migrated already)."""
+    name = f"mig_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield postgres.dsn.rsplit("/", 1)[0] + "/" + name
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def test_migrations_apply_once_even_when_concurrent_and_are_idempotent(fresh_db: str) -> None:
+    shipped = [v for v, _, _ in migrations()]
+    assert shipped[0] == 1 and shipped == sorted(set(shipped))
+    start = threading.Barrier(2)
+
+    def run() -> list[int]:
+        start.wait()
+        return migrate(fresh_db)
+
+    with ThreadPoolExecutor(2) as pool:
+        results = [f.result() for f in [pool.submit(run), pool.submit(run)]]
+    assert sorted(results) == [[], shipped]  # one applied everything, the other found it done
+    assert migrate(fresh_db) == []
+    with psycopg.connect(fresh_db) as conn:
+        recorded = conn.execute("SELECT version, name FROM schema_migrations ORDER BY 1").fetchall()
+        tables = {r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")}
+    assert recorded == [(v, n) for v, n, _ in migrations()] and recorded[0] == (1, "init")
+    assert set(TABLES) | {"replay_runs", "schema_migrations", "alerts_current"} <= tables
+
+
+def test_sink_on_migrated_database_applies_nothing(dsn: str) -> None:
+    assert migrate(dsn) == []
+
+
+# -- batches ---------------------------------------------------------------------------------------
+def test_a_batch_writes_all_rows(sink: PostgresSink, payloads: dict[str, Any]) -> None:
+    assert write_all(sink, 0, payloads)
+    run, alerts, snaps = sink.run_id, payloads["alerts"], payloads["snapshots"]
+    # Alerts round-trip to their payload form, field for field.
+    assert sink.alerts() == sorted(alerts, key=lambda a: (a["event_ts_ms"], a["alert_id"], a["status"]))
+    last = {s["group"]: s for s in snaps}
+    assert count(sink.dsn, "group_state", run) == len(last) == 2
+    assert count(sink.dsn, "node_state", run) == sum(len(s["nodes"]) for s in last.values())
+    assert count(sink.dsn, "group_timeseries", run) == len({(s["group"], s["clock_ms"]) for s in snaps})
+    assert count(sink.dsn, "dead_letters", run) == 3
+    assert sink.last_batch_id() == 0
+    with psycopg.connect(sink.dsn) as conn:
+        row = conn.execute("SELECT batch_id, ts, duration_ms, input_rows, input_rows_per_s, alerts,"
+                           " dead_letters, groups FROM pipeline_metrics WHERE run_id = %s",
+                           (run,)).fetchall()
+    assert row == [(0, ts_from_ms(1_767_225_700_000), 850, 9451, 11_118.8, len(alerts), 3, 2)]
+
+
+def test_the_same_batch_again_changes_nothing(sink: PostgresSink, payloads: dict[str, Any]) -> None:
+    assert write_all(sink, 0, payloads)
+    before = contents(sink.dsn, sink.run_id)
+    assert all(before[t] for t in TABLES)
+    assert not write_all(sink, 0, payloads)  # a retried batch
+    # Even a retry that carries different rows writes nothing: the committed batch stands.
+    extra = {**payloads["alerts"][0], "alert_id": "not-in-batch-0"}
+    assert not sink.write_batch(0, alerts=[extra], snapshots=[], dead_letters=[], metrics=None)
+    assert contents(sink.dsn, sink.run_id) == before
+
+
+def test_an_older_batch_is_rejected(sink: PostgresSink, payloads: dict[str, Any]) -> None:
+    alerts = payloads["alerts"]
+    assert sink.write_batch(5, alerts=alerts[:1], snapshots=[], dead_letters=[], metrics=metrics(5))
+    before = contents(sink.dsn, sink.run_id)
+    assert not sink.write_batch(3, alerts=alerts[1:], snapshots=payloads["snapshots"],
+                                dead_letters=dead_letters(), metrics=metrics(3))
+    assert contents(sink.dsn, sink.run_id) == before and sink.last_batch_id() == 5
+    assert sink.write_batch(6, alerts=alerts[1:2], snapshots=[], dead_letters=[], metrics=None)
+    assert sink.last_batch_id() == 6
+    assert sink.alert_ids() == {alerts[0]["alert_id"], alerts[1]["alert_id"]}
+
+
+def test_a_crash_mid_transaction_leaves_nothing_and_the_batch_can_be_retried(
+        sink: PostgresSink, payloads: dict[str, Any]) -> None:
+    bad = dead_letters()
+    bad[-1] = {**bad[-1], "offset": "not-an-offset"}  # the server refuses it after the other rows
+    with pytest.raises(psycopg.errors.DataError):
+        sink.write_batch(0, alerts=payloads["alerts"], snapshots=payloads["snapshots"],
+                         dead_letters=bad, metrics=metrics(0))
+    assert all(rows == [] for rows in contents(sink.dsn, sink.run_id).values())
+    assert sink.last_batch_id() is None
+    assert write_all(sink, 0, payloads)  # same sink, same connection, same batch id
+    assert count(sink.dsn, "alerts", sink.run_id) == len(payloads["alerts"])
+    assert count(sink.dsn, "dead_letters", sink.run_id) == 3
+
+
+def test_concurrent_writers_of_one_batch_write_it_once(dsn: str, payloads: dict[str, Any]) -> None:
+    run_id = f"test-{uuid.uuid4().hex[:12]}"
+    start = threading.Barrier(2)
+
+    def write() -> bool:
+        with PostgresSink(dsn, run_id=run_id, migrate_schema=False) as s:
+            start.wait()
+            return write_all(s, 0, payloads)
+
+    with ThreadPoolExecutor(2) as pool:
+        results = [f.result() for f in [pool.submit(write), pool.submit(write)]]
+    assert sorted(results) == [False, True]
+    assert count(dsn, "alerts", run_id) == len(payloads["alerts"])
+
+
+def test_a_lost_connection_is_reopened_once(dsn: str, payloads: dict[str, Any]) -> None:
+    pipeline = f"reconnect-{uuid.uuid4().hex[:8]}"
+    with PostgresSink(dsn, run_id=f"test-{uuid.uuid4().hex[:12]}", pipeline=pipeline) as sink:
+        assert sink.write_batch(0, alerts=payloads["alerts"][:1], snapshots=[], dead_letters=[],
+                                metrics=None)
+        name = f"replimon-sink-{pipeline}"
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                          " WHERE application_name = %s", (name,))
+            deadline = time.monotonic() + 10
+            while admin.execute("SELECT 1 FROM pg_stat_activity WHERE application_name = %s",
+                                (name,)).fetchone() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert sink.write_batch(1, alerts=payloads["alerts"][1:2], snapshots=[],
+                                dead_letters=[], metrics=None)
+        assert sink.last_batch_id() == 1 and len(sink.alert_ids()) == 2
+
+
+# -- what is stored --------------------------------------------------------------------------------
+def test_firing_and_resolved_alerts_are_both_stored(sink: PostgresSink,
+                                                    payloads: dict[str, Any]) -> None:
+    alerts = payloads["alerts"]
+    (fired,) = [a for a in alerts if a["kind"] == "NODE_SILENT" and a["status"] == "firing"]
+    (resolved,) = [a for a in alerts if a["kind"] == "NODE_SILENT" and a["status"] == "resolved"]
+    (violation,) = [a for a in alerts if a["kind"] == "BEYOND_HORIZON"]
+    assert fired["alert_id"] == resolved["alert_id"]
+    before = [a for a in alerts if a is not resolved]
+    assert sink.write_batch(0, alerts=before, snapshots=[], dead_letters=[], metrics=None)
+    firing = {a["alert_id"]: a for a in sink.firing_alerts()}
+    assert firing[fired["alert_id"]] == fired and firing[violation["alert_id"]] == violation
+    assert sink.write_batch(1, alerts=[resolved], snapshots=[], dead_letters=[], metrics=None)
+    firing = {a["alert_id"]: a for a in sink.firing_alerts()}
+    assert fired["alert_id"] not in firing and violation["alert_id"] in firing
+    stored = [a for a in sink.alerts() if a["alert_id"] == fired["alert_id"]]
+    assert stored == [fired, resolved]
+    assert sink.alert_ids(status="resolved") == {resolved["alert_id"]}
+    with psycopg.connect(sink.dsn) as conn:
+        current = conn.execute("SELECT status, batch_id FROM alerts_current"
+                               " WHERE run_id = %s AND alert_id = %s",
+                               (sink.run_id, fired["alert_id"])).fetchall()
+    assert current == [("resolved", 1)]
+
+
+def test_dead_letters_round_trip_raw_bytes(sink: PostgresSink) -> None:
+    letters = dead_letters()
+    assert sink.write_batch(7, alerts=[], snapshots=[], dead_letters=letters, metrics=None)
+    with psycopg.connect(sink.dsn) as conn:
+        rows = conn.execute('SELECT topic, partition, "offset", raw, reason, kafka_ts, batch_id'
+                            " FROM dead_letters WHERE run_id = %s ORDER BY topic",
+                            (sink.run_id,)).fetchall()
+    expected = sorted(
+        ((d["topic"], d["partition"], d["offset"], d["raw"], d["reason"],
+          ts_from_ms(d["kafka_ts"]), 7) for d in letters), key=lambda r: r[0])
+    assert rows == expected
+    assert rows[0][3] == b"\x00\xff\xfe{not json" and isinstance(rows[0][3], bytes)
+    assert ms_from_ts(rows[1][5]) == 1_767_225_600_123
+
+
+def test_snapshots_produce_group_node_and_timeseries_rows(sink: PostgresSink,
+                                                          payloads: dict[str, Any]) -> None:
+    snaps = payloads["snapshots"]
+    assert sink.write_batch(0, alerts=[], snapshots=snaps, dead_letters=[], metrics=None)
+    last = {s["group"]: s for s in snaps}
+    with psycopg.connect(sink.dsn) as conn:
+        groups = conn.execute(
+            "SELECT group_id, history, trusted, clock_ts, decided, active_start,"
+            " active_event_horizon, members, pending, effective_horizon, executed_majority,"
+            " window_use, window_fraction, open_alerts, snapshot FROM group_state"
+            " WHERE run_id = %s ORDER BY group_id", (sink.run_id,)).fetchall()
+        nodes = conn.execute(
+            "SELECT group_id, node_id, member, executed, decided, incarnation, protocol, status,"
+            " last_ts, suspects, effective_horizon, silent FROM node_state WHERE run_id = %s"
+            " ORDER BY group_id, node_id", (sink.run_id,)).fetchall()
+        series = conn.execute(
+            "SELECT group_id, ts, decided, executed_majority, effective_horizon, event_horizon,"
+            " window_use, window_fraction, members, pending FROM group_timeseries"
+            " WHERE run_id = %s ORDER BY group_id, ts", (sink.run_id,)).fetchall()
+    assert groups == [
+        (g, s["history"], s["trusted"], ts_from_ms(s["clock_ms"]), s["decided"],
+         s["active"]["start"], s["active"]["event_horizon"], s["active"]["members"], s["pending"],
+         s["effective_horizon"], s["executed_majority"], s["window_use"], s["window_fraction"],
+         s["open_alerts"], s)
+        for g, s in sorted(last.items())]
+    assert nodes == [
+        (g, n, x["member"], x["executed"], x["decided"], x["incarnation"], x["protocol"],
+         x["status"], ts_from_ms(x["last_ts_ms"]), x["suspects"], x["effective_horizon"],
+         x["silent"])
+        for g, s in sorted(last.items()) for n, x in sorted(s["nodes"].items())]
+    assert series == sorted(
+        (s["group"], ts_from_ms(s["clock_ms"]), s["decided"], s["executed_majority"],
+         s["effective_horizon"], s["active"]["event_horizon"], s["window_use"],
+         s["window_fraction"], len(s["active"]["members"]), len(s["pending"]))
+        for s in snaps)
+    # A snapshot taken while NODE_SILENT was open shows it in the series' group state history.
+    assert any(s["open_alerts"] for s in snaps)
+    # A later batch moves the state on and adds points; the same clock again overwrites its point.
+    moved = {**last["g1"], "decided": last["g1"]["decided"] + 5}
+    assert sink.write_batch(1, alerts=[], snapshots=[moved], dead_letters=[], metrics=None)
+    with psycopg.connect(sink.dsn) as conn:
+        (decided,) = conn.execute("SELECT decided FROM group_state WHERE run_id = %s"
+                                  " AND group_id = 'g1'", (sink.run_id,)).fetchall()
+        points = conn.execute("SELECT count(*), max(decided) FROM group_timeseries"
+                              " WHERE run_id = %s AND group_id = 'g1' AND ts = %s",
+                              (sink.run_id, ts_from_ms(moved["clock_ms"]))).fetchall()
+    assert decided == (moved["decided"],) and points == [(1, moved["decided"])]
+
+
+def test_snapshots_with_no_map_or_no_horizon_yet_are_stored(sink: PostgresSink,
+                                                            payloads: dict[str, Any]) -> None:
+    events = payloads["events"]
+    never = GroupMonitor("g-never").snapshot()  # no event at all: clock -1
+    heartbeat = next(e for e in events if e["type"] == "heartbeat" and e["group"] == "g1")
+    no_map = GroupMonitor("g-no-map")
+    no_map.on_event({**heartbeat, "group": "g-no-map"})
+    boot = GroupMonitor("g-boot")
+    boot.on_event({**events[0], "group": "g-boot"})  # the boot decision: a map, no executions
+    snaps = [never, no_map.snapshot(), boot.snapshot()]
+    assert snaps[1]["active"] is None and snaps[1]["clock_ms"] >= 0
+    assert snaps[2]["active"] is not None and "effective_horizon" not in snaps[2]
+    assert sink.write_batch(0, alerts=[], snapshots=snaps, dead_letters=[], metrics=None)
+    with psycopg.connect(sink.dsn) as conn:
+        groups = conn.execute(
+            "SELECT group_id, clock_ts, decided, active_start, members, effective_horizon,"
+            " window_fraction, snapshot FROM group_state WHERE run_id = %s ORDER BY group_id",
+            (sink.run_id,)).fetchall()
+        series = conn.execute(
+            "SELECT group_id, ts, decided, executed_majority, event_horizon, members, pending"
+            " FROM group_timeseries WHERE run_id = %s ORDER BY group_id", (sink.run_id,)).fetchall()
+        nodes = conn.execute(
+            "SELECT node_id, executed, incarnation, protocol, status, effective_horizon"
+            " FROM node_state WHERE run_id = %s AND group_id = 'g-boot' ORDER BY node_id",
+            (sink.run_id,)).fetchall()
+    members = snaps[2]["active"]["members"]
+    assert groups == [
+        ("g-boot", ts_from_ms(snaps[2]["clock_ms"]), 0, 0, members, None, None, snaps[2]),
+        ("g-never", None, None, None, None, None, None, never),
+        ("g-no-map", ts_from_ms(heartbeat["ts_ms"]), None, None, None, None, None, snaps[1]),
+    ]
+    # No clock, no point in time: the never-heard group has no series row.
+    assert series == [
+        ("g-boot", ts_from_ms(snaps[2]["clock_ms"]), 0, None, 10, len(members), 0),
+        ("g-no-map", ts_from_ms(heartbeat["ts_ms"]), None, None, None, None, 0),
+    ]
+    # The monitor's "none yet" (-1, '') are NULL; the proposer n1 has an incarnation already.
+    assert nodes == [("n1", None, 0, None, None, None), ("n2", None, None, None, None, None),
+                     ("n3", None, None, None, None, None)]
+
+
+def test_runs_are_isolated(dsn: str, payloads: dict[str, Any]) -> None:
+    live, replay = (f"test-{uuid.uuid4().hex[:12]}" for _ in range(2))
+    with PostgresSink(dsn, run_id=live) as a, PostgresSink(dsn, run_id=replay) as b:
+        assert write_all(a, 3, payloads)
+        assert write_all(b, 0, payloads)  # a replay starts at batch 0 under its own run id
+        assert a.alert_ids() == b.alert_ids() == {x["alert_id"] for x in payloads["alerts"]}
+        assert a.alert_ids(replay) == b.alert_ids()
+
+
+# -- rate ------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_write_rate_of_a_large_batch(sink: PostgresSink, payloads: dict[str, Any]) -> None:
+    """10k alerts and 1k snapshots (1k groups of 4 nodes) in one batch; prints rows/s."""
+    base = payloads["alerts"]
+    alerts = [{**base[i % len(base)], "alert_id": f"a{i:06d}",
+               "event_ts_ms": base[i % len(base)]["event_ts_ms"] + i} for i in range(10_000)]
+    snap = payloads["snapshots"][-1]
+    snaps = [{**snap, "group": f"g{i:04d}", "clock_ms": snap["clock_ms"] + i} for i in range(1000)]
+    rows = len(alerts) + len(snaps) * (2 + len(snap["nodes"]))
+    started = time.perf_counter()
+    assert sink.write_batch(0, alerts=alerts, snapshots=snaps, dead_letters=[], metrics=None)
+    elapsed = time.perf_counter() - started
+    print(f"\n{rows} rows in {elapsed:.2f} s: {rows / elapsed:,.0f} rows/s")
+    assert count(sink.dsn, "alerts", sink.run_id) == 10_000
+    assert count(sink.dsn, "node_state", sink.run_id) == 1000 * len(snap["nodes"])

@@ -1,0 +1,98 @@
+"""The StatefulProcessor through PySpark's TwsTester: same alerts as the core (``replimon check``),
+timers that fire with no input, state that survives as Spark keeps it."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+from replimon.core.limits import Limits
+from replimon.core.monitor import Monitor
+from replimon.producers.simulator import SimOptions, Simulator, parse_injection
+from replimon.streaming.processor import LIVE, STATE_NAME, pandas_processor, row_processor
+
+pytest.importorskip("pyspark.sql.streaming.tws_tester")
+from pyspark.sql import Row  # noqa: E402
+from pyspark.sql.streaming.tws_tester import TwsTester  # noqa: E402
+
+
+def simulate(seconds: int, *faults: str, groups: int = 2, seed: int = 4) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    Simulator(SimOptions(duration_ms=seconds * 1000, groups=groups, seed=seed),
+              [parse_injection(f) for f in faults], events.append).run()
+    return events
+
+
+def row_of(ev: dict[str, Any], offset: int) -> Row:
+    return Row(group=ev["group"], ts_ms=ev["ts_ms"], node=ev["node"], incarnation=ev["incarnation"],
+               seq=ev["seq"], event=json.dumps(ev), topic=f"replica.{ev['type']}", partition=0, offset=offset)
+
+
+def drive(tester: TwsTester, events: list[dict[str, Any]], batch_ms: int = 1000, tail_ms: int = 0) -> list[Any]:
+    """Micro-batches of ``batch_ms`` of event time; processing time = end of each batch."""
+    out: list[Any] = []
+    start = min(e["ts_ms"] for e in events)
+    batches: dict[int, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
+    for i, ev in enumerate(events):
+        batches[(ev["ts_ms"] - start) // batch_ms].append((i, ev))
+    last = max(batches)
+    for b in range(last + 1 + tail_ms // batch_ms):
+        now = start + (b + 1) * batch_ms
+        out.extend(tester.setProcessingTime(now))
+        by_group: dict[str, list[Row]] = defaultdict(list)
+        for i, ev in batches.get(b, []):
+            by_group[ev["group"]].append(row_of(ev, i))
+        for group, rows in sorted(by_group.items()):
+            out.extend(tester.test(group, rows))
+    return out
+
+
+def alert_keys(rows: list[Any]) -> set[tuple[str, str]]:
+    return {(r.id, r.status) for r in rows if r.out == "alert"}
+
+
+@pytest.mark.parametrize("make", [row_processor, pandas_processor], ids=["row", "pandas"])
+def test_processor_gives_the_same_alerts_as_the_core(make: Any) -> None:
+    events = simulate(120, "can_leave_unsafe:g1@20s", "node_silent:g2@30s", "horizon_wedge:g1@60s",
+                      "divergent_decision:g2@80s")
+    expected = {(a.alert_id, a.status) for a in Monitor().run(events)}
+    tester = TwsTester(make(Limits(), LIVE), timeMode="ProcessingTime")
+    if make is pandas_processor:
+        pytest.skip("the Pandas adapter is driven through Spark in test_job (TwsTester.testInPandas)")
+    rows = drive(tester, events)
+    assert alert_keys(rows) == expected
+    kinds = {json.loads(r.payload)["kind"] for r in rows if r.out == "alert"}
+    assert {"CAN_LEAVE_UNSAFE", "NODE_SILENT", "HORIZON_WEDGE", "DIVERGENT_DECISION"} <= kinds
+    states = [json.loads(r.payload) for r in rows if r.out == "state"]
+    assert {s["group"] for s in states} == {"g1", "g2"}
+    assert tester.peekValueState(STATE_NAME, "g1") is not None
+
+
+def test_group_silent_fires_from_the_timer_with_no_input() -> None:
+    events = simulate(30, groups=1)
+    tester = TwsTester(row_processor(Limits(), LIVE), timeMode="ProcessingTime")
+    drive(tester, events)
+    last = max(e["ts_ms"] for e in events)
+    assert tester.setProcessingTime(last + 16_000) == []
+    fired = tester.setProcessingTime(last + 17_000)
+    alerts = [json.loads(r.payload) for r in fired if r.out == "alert"]
+    assert [(a["kind"], a["status"], a["event_ts_ms"]) for a in alerts] == [("GROUP_SILENT", "firing", last)]
+    assert alerts[0]["detected_ts_ms"] == last + 17_000
+
+
+def test_node_silent_fires_with_no_input_at_all() -> None:
+    events = simulate(40, "node_silent:g1@20s", groups=1)
+    sim_start = min(e["ts_ms"] for e in events)
+    cut = [e for e in events if e["ts_ms"] < sim_start + 23_000]  # n quiet from 20 s, all from 23 s
+    tester = TwsTester(row_processor(Limits(), LIVE), timeMode="ProcessingTime")
+    out = drive(tester, cut)
+    assert not [r for r in out if r.out == "alert" and "NODE_SILENT" in r.payload]
+    fired = []
+    for t in range(sim_start + 24_000, sim_start + 45_000, 1000):
+        fired += [json.loads(r.payload) for r in tester.setProcessingTime(t) if r.out == "alert"]
+    kinds = [a["kind"] for a in fired]
+    assert kinds[0] == "NODE_SILENT" and fired[0]["detected_ts_ms"] <= fired[0]["event_ts_ms"] + 5_000 + 2_000 + 1000
+    assert "GROUP_SILENT" in kinds
