@@ -242,6 +242,27 @@ def schema(
         sys.stdout.write(text)
 
 
+# ------------------------------------------------------------------------------------ run
+@app.command("run")
+def run_job(
+    replay: Annotated[bool, typer.Option("--replay", help="read what the topics hold now (availableNow, event time) and stop")] = False,
+    run_id: Annotated[str, typer.Option("--run-id", help="rows in PostgreSQL are keyed by it ('live' for the live job)")] = "live",
+    starting: Annotated[str, typer.Option(help="startingOffsets for a new checkpoint: earliest, latest or Spark's JSON")] = "earliest",
+    checkpoint: Annotated[str | None, typer.Option(help="checkpoint directory [default paths.checkpoint_dir/RUN_ID]")] = None,
+    api: Annotated[str, typer.Option(help="transformWithState API: row or pandas")] = "row",
+) -> None:
+    """Run the Spark monitoring job against kafka.bootstrap_servers and postgres.dsn (Ctrl-C stops)."""
+    import logging
+
+    if api not in ("row", "pandas"):
+        raise fail(f"run: --api must be row or pandas (got {api!r})")
+    settings = state.settings()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    from replimon.streaming.runner import run
+
+    raise typer.Exit(run(settings, run_id=run_id, replay=replay, api=api, starting=starting, checkpoint=checkpoint))
+
+
 # ---------------------------------------------------------------------------------- check
 @app.command()
 def check(

@@ -1,0 +1,111 @@
+"""Run the job: ``replimon run`` (live, against any Kafka and PostgreSQL from the config) and the
+embedded demo. Starts Spark, applies the PostgreSQL migrations, starts the query and stops it
+cleanly on Ctrl-C / SIGTERM (the checkpoint then resumes exactly where it stopped)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from replimon.streaming.job import QUERY_NAME, BatchResult, BatchWriter, build, read_source
+from replimon.streaming.processor import LIVE, REPLAY
+
+log = logging.getLogger("replimon.run")
+
+
+class MetricsListener:
+    """Writes each micro-batch's progress (duration, rows, rates) to ``pipeline_metrics``."""
+
+    def __init__(self, sink: Any) -> None:
+        self.sink = sink
+
+    def make(self) -> Any:
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        sink = self.sink
+
+        class _Listener(StreamingQueryListener):  # type: ignore[misc]
+            def onQueryStarted(self, event: Any) -> None:  # noqa: N802
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+                p = event.progress
+                try:
+                    sink.write_metrics(
+                        int(p.batchId), duration_ms=int(p.batchDuration), input_rows=int(p.numInputRows),
+                        input_rows_per_s=float(p.inputRowsPerSecond or 0.0),
+                        processed_rows_per_s=float(p.processedRowsPerSecond or 0.0))
+                except Exception as exc:  # metrics must never stop the job
+                    log.warning("could not write pipeline metrics: %s", exc)
+
+            def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+                pass
+
+        return _Listener()
+
+
+def start_query(spark: Any, settings: Any, *, run_id: str = "live", time_mode: str = LIVE,
+                checkpoint: str | Path | None = None, api: str = "row", starting: str = "earliest",
+                ending: str | None = None, trigger_s: float | None = None, available_now: bool = False,
+                observers: list[Callable[[BatchResult], None]] | None = None, pg: Any = None,
+                kafka_out: bool = True, max_offsets: int | None = None) -> Any:
+    """Build and start the monitoring query; returns the StreamingQuery."""
+    raw = read_source(spark, settings, starting=starting, ending=ending, max_offsets=max_offsets)
+    out = build(spark, raw, settings, time_mode=time_mode, api=api)
+    writer = BatchWriter(settings, run_id, pg=pg, kafka=kafka_out, observers=observers)
+    ckpt = Path(checkpoint) if checkpoint else Path(settings.paths.checkpoint_dir) / run_id
+    ckpt.mkdir(parents=True, exist_ok=True)
+    stream = (out.writeStream.queryName(f"{QUERY_NAME}_{run_id}".replace("-", "_"))
+              .option("checkpointLocation", str(ckpt)).foreachBatch(writer))
+    if available_now:
+        stream = stream.trigger(availableNow=True)
+    else:
+        stream = stream.trigger(processingTime=f"{trigger_s or settings.streaming.trigger_interval_s} seconds")
+    return stream.start()
+
+
+def run(settings: Any, *, run_id: str = "live", replay: bool = False, api: str = "row",
+        starting: str = "earliest", checkpoint: str | None = None,
+        observers: list[Callable[[BatchResult], None]] | None = None,
+        stop_event: threading.Event | None = None) -> int:
+    """Run until stopped (live) or until the input is consumed (replay); 0 on a clean stop."""
+    from replimon.streaming.session import get_session
+    from replimon.streaming.sinks.postgres import PostgresSink, migrate
+
+    applied = migrate(settings.postgres.dsn)
+    if applied:
+        log.info("applied PostgreSQL migrations %s", applied)
+    spark = get_session(settings.streaming.master, settings.streaming.shuffle_partitions)
+    pg = PostgresSink(settings.postgres.dsn, run_id=run_id)
+    if hasattr(pg, "write_metrics"):
+        spark.streams.addListener(MetricsListener(pg).make())
+    query = start_query(spark, settings, run_id=run_id, time_mode=REPLAY if replay else LIVE,
+                        checkpoint=checkpoint, api=api, starting=starting, available_now=replay,
+                        observers=observers, pg=pg)
+    stop = stop_event or threading.Event()
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    try:
+        while query.isActive and not stop.is_set():
+            time.sleep(0.2)
+        if query.isActive:
+            query.stop()
+        query.awaitTermination(60)
+        exc = query.exception()
+        if exc is not None:
+            raise RuntimeError(f"the streaming query failed: {exc}")
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        pg.close()
+    return 0
