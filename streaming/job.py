@@ -105,8 +105,10 @@ class BatchWriter:
     """The ``foreachBatch`` function: Kafka and PostgreSQL, exactly-once effect in PostgreSQL."""
 
     def __init__(self, settings: Any, run_id: str = "live", *, pg: Any = None, kafka: bool = True,
-                 observers: list[Callable[[BatchResult], None]] | None = None) -> None:
+                 observers: list[Callable[[BatchResult], None]] | None = None,
+                 checkpoint: str | None = None) -> None:
         self.settings = settings
+        self.checkpoint = checkpoint
         self.run_id = run_id
         self.pg = pg
         self.kafka = kafka
@@ -124,8 +126,24 @@ class BatchWriter:
             })
         return self._producer
 
+    def _bind_pipeline(self) -> None:
+        """Batch ids restart at 0 with a new checkpoint: the exactly-once guard row is per
+        checkpoint (Spark's stream id in ``metadata``), so a fresh checkpoint never finds its
+        batches already "committed" by an older one."""
+        if self.pg is None or self.checkpoint is None or getattr(self, "_bound", False):
+            return
+        from pathlib import Path
+
+        meta = Path(self.checkpoint) / "metadata"
+        if meta.exists():
+            stream_id = json.loads(meta.read_text().splitlines()[0]).get("id")
+            if stream_id:
+                self.pg.pipeline = f"monitor:{stream_id}"
+        self._bound = True
+
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
+        self._bind_pipeline()
         rows = df.collect()
         result = BatchResult(batch_id)
         for r in rows:

@@ -60,8 +60,8 @@ def start_query(spark: Any, settings: Any, *, run_id: str = "live", time_mode: s
     """Build and start the monitoring query; returns the StreamingQuery."""
     raw = read_source(spark, settings, starting=starting, ending=ending, max_offsets=max_offsets)
     out = build(spark, raw, settings, time_mode=time_mode, api=api)
-    writer = BatchWriter(settings, run_id, pg=pg, kafka=kafka_out, observers=observers)
     ckpt = Path(checkpoint) if checkpoint else Path(settings.paths.checkpoint_dir) / run_id
+    writer = BatchWriter(settings, run_id, pg=pg, kafka=kafka_out, observers=observers, checkpoint=str(ckpt))
     ckpt.mkdir(parents=True, exist_ok=True)
     stream = (out.writeStream.queryName(f"{QUERY_NAME}_{run_id}".replace("-", "_"))
               .option("checkpointLocation", str(ckpt)).foreachBatch(writer))

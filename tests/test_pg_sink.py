@@ -46,7 +46,8 @@ def payloads() -> dict[str, Any]:
     faults = [parse_injection("beyond_horizon:g1@20s"), parse_injection("node_silent:g2@30s")]
     Simulator(SimOptions(groups=2, duration_ms=60_000), faults, events.append).run()
     monitor = Monitor()
-    alerts, snapshots = [], []
+    alerts: list[dict[str, Any]] = []
+    snapshots: list[dict[str, Any]] = []
     next_snap = events[0]["ts_ms"] + SNAPSHOT_EVERY_MS
     for ev in events:
         alerts.extend(a.to_dict() for a in monitor.process(ev))
@@ -239,6 +240,31 @@ def test_a_lost_connection_is_reopened_once(dsn: str, payloads: dict[str, Any]) 
         assert sink.last_batch_id() == 1 and len(sink.alert_ids()) == 2
 
 
+def test_listener_metrics_merge_into_the_batch_row_once(sink: PostgresSink,
+                                                         payloads: dict[str, Any]) -> None:
+    """Counts come with the batch, durations and rates later from the query listener (another
+    thread); each column keeps its first value, so a repeated progress event changes nothing."""
+    assert sink.write_batch(0, alerts=payloads["alerts"], snapshots=[], dead_letters=[],
+                            metrics={"ts": 1_767_225_700_000})
+    progress = {"duration_ms": 850, "input_rows": 9451, "input_rows_per_s": 11_118.8,
+                "processed_rows_per_s": 11_000.5}
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(sink.write_metrics, 0, **progress).result()
+    sink.write_metrics(0, **{k: v * 2 for k, v in progress.items()})  # a replayed event
+    sink.write_metrics(1, duration_ms=20, input_rows=0)  # a batch the sink never saw
+    with psycopg.connect(sink.dsn) as conn:
+        rows = conn.execute("SELECT batch_id, ts, duration_ms, input_rows, input_rows_per_s,"
+                            " processed_rows_per_s, alerts, dead_letters, groups"
+                            " FROM pipeline_metrics WHERE run_id = %s ORDER BY batch_id",
+                            (sink.run_id,)).fetchall()
+    assert rows[0] == (0, ts_from_ms(1_767_225_700_000), 850, 9451, 11_118.8, 11_000.5,
+                       len(payloads["alerts"]), 0, 0)
+    assert rows[1][0] == 1 and rows[1][1] is not None and rows[1][2:] == (20, 0, None, None,
+                                                                          None, None, None)
+    with pytest.raises(TypeError, match="rows_per_second"):
+        sink.write_metrics(2, rows_per_second=1.0)
+
+
 # -- what is stored --------------------------------------------------------------------------------
 def test_firing_and_resolved_alerts_are_both_stored(sink: PostgresSink,
                                                     payloads: dict[str, Any]) -> None:
@@ -266,7 +292,7 @@ def test_firing_and_resolved_alerts_are_both_stored(sink: PostgresSink,
 
 def test_dead_letters_round_trip_raw_bytes(sink: PostgresSink) -> None:
     letters = dead_letters()
-    assert sink.write_batch(7, alerts=[], snapshots=[], dead_letters=letters, metrics=None)
+    assert sink.write_batch(7, alerts=[], snapshots=[], dead_letters=letters, metrics={})
     with psycopg.connect(sink.dsn) as conn:
         rows = conn.execute('SELECT topic, partition, "offset", raw, reason, kafka_ts, batch_id'
                             " FROM dead_letters WHERE run_id = %s ORDER BY topic",
@@ -275,8 +301,16 @@ def test_dead_letters_round_trip_raw_bytes(sink: PostgresSink) -> None:
         ((d["topic"], d["partition"], d["offset"], d["raw"], d["reason"],
           ts_from_ms(d["kafka_ts"]), 7) for d in letters), key=lambda r: r[0])
     assert rows == expected
-    assert rows[0][3] == b"\x00\xff\xfe{not json" and isinstance(rows[0][3], bytes)
-    assert ms_from_ts(rows[1][5]) == 1_767_225_600_123
+    by_topic = {r[0]: r for r in rows}
+    assert type(by_topic["replica.decisions"][3]) is bytes
+    assert by_topic["replica.decisions"][3] == b"\x00\xff\xfe{not json"
+    assert by_topic["replica.heartbeats"][3] == b"" and by_topic["replica.config"][3] is None
+    assert ms_from_ts(by_topic["replica.decisions"][5]) == 1_767_225_600_123
+    # Metrics without a time are stamped at write time; counts default to the batch's.
+    with psycopg.connect(sink.dsn) as conn:
+        m = conn.execute("SELECT ts IS NOT NULL, input_rows, alerts, dead_letters, groups"
+                         " FROM pipeline_metrics WHERE run_id = %s", (sink.run_id,)).fetchall()
+    assert m == [(True, None, 0, 3, 0)]
 
 
 def test_snapshots_produce_group_node_and_timeseries_rows(sink: PostgresSink,

@@ -17,6 +17,7 @@ concurrent starters apply each migration exactly once.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from importlib import resources
@@ -206,12 +207,24 @@ INSERT INTO dead_letters (run_id, topic, partition, "offset", raw, reason, kafka
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (run_id, topic, partition, "offset") DO NOTHING"""
 
+# Metrics of a batch may come in two parts (counts with the batch, durations and rates from the
+# query listener afterwards): each column keeps the first value it was given, so a retry or a
+# replayed progress event changes nothing.
 _METRICS = """
-INSERT INTO pipeline_metrics (run_id, batch_id, ts, duration_ms, input_rows, input_rows_per_s,
-                              processed_rows_per_s, alerts, dead_letters, groups)
+INSERT INTO pipeline_metrics AS m (run_id, batch_id, ts, duration_ms, input_rows, input_rows_per_s,
+                                   processed_rows_per_s, alerts, dead_letters, groups)
 VALUES (%s, %s, COALESCE(%s, now()), %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (run_id, batch_id) DO NOTHING"""
+ON CONFLICT (run_id, batch_id) DO UPDATE SET
+    duration_ms = COALESCE(m.duration_ms, EXCLUDED.duration_ms),
+    input_rows = COALESCE(m.input_rows, EXCLUDED.input_rows),
+    input_rows_per_s = COALESCE(m.input_rows_per_s, EXCLUDED.input_rows_per_s),
+    processed_rows_per_s = COALESCE(m.processed_rows_per_s, EXCLUDED.processed_rows_per_s),
+    alerts = COALESCE(m.alerts, EXCLUDED.alerts),
+    dead_letters = COALESCE(m.dead_letters, EXCLUDED.dead_letters),
+    groups = COALESCE(m.groups, EXCLUDED.groups)"""
 
+_METRIC_KEYS = ("ts", "duration_ms", "input_rows", "input_rows_per_s", "processed_rows_per_s",
+                "alerts", "dead_letters", "groups")
 _ALERT_COLUMNS = """alert_id, group_id, kind, severity, category, status, instance, node,
                     event_ts, detected_ts, message, evidence"""
 
@@ -232,7 +245,8 @@ class PostgresSink:
 
     One connection per sink, opened on first use; a call that meets an `psycopg.OperationalError`
     (server restart, broken connection) reconnects and retries once, which is safe because the
-    batch guard makes a retry of committed work a no-op. Not thread-safe: one sink per thread.
+    batch guard makes a retry of committed work a no-op. Calls are serialized by a lock, so the
+    batch writer and a query listener (`write_metrics`, another thread) can share one sink.
     """
 
     def __init__(self, dsn: str, *, run_id: str = LIVE_RUN, pipeline: str = DEFAULT_PIPELINE,
@@ -242,6 +256,7 @@ class PostgresSink:
         self.dsn, self.run_id, self.pipeline = dsn, run_id, pipeline
         self._connect_timeout = connect_timeout
         self._conn: psycopg.Connection[Any] | None = None
+        self._lock = threading.Lock()
         if migrate_schema:
             migrate(dsn)
 
@@ -254,16 +269,21 @@ class PostgresSink:
         return self._conn
 
     def _call(self, fn: Callable[[psycopg.Connection[Any]], _T]) -> _T:
-        try:
-            return fn(self._connection())
-        except psycopg.OperationalError:
-            self.close()
-            return fn(self._connection())
+        with self._lock:
+            try:
+                return fn(self._connection())
+            except psycopg.OperationalError:
+                self._drop()
+                return fn(self._connection())
 
-    def close(self) -> None:
+    def _drop(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
 
     def __enter__(self) -> PostgresSink:
         return self
@@ -301,11 +321,11 @@ class PostgresSink:
         dead_rows = [_dead_letter_row(d, run, batch_id) for d in dead_letters]
         metric_row = None
         if metrics is not None:
-            m = metrics
-            metric_row = (run, batch_id, ts_from_ms(m.get("ts")), m.get("duration_ms"),
-                          m.get("input_rows"), m.get("input_rows_per_s"),
-                          m.get("processed_rows_per_s"), m.get("alerts", len(alerts)),
-                          m.get("dead_letters", len(dead_letters)), m.get("groups", len(latest)))
+            if unknown := set(metrics) - set(_METRIC_KEYS):
+                raise TypeError(f"unknown pipeline metrics: {sorted(unknown)}")
+            metric_row = self._metric_row(batch_id, {
+                "alerts": len(alerts), "dead_letters": len(dead_letters), "groups": len(latest),
+                **metrics})
 
         def write(conn: psycopg.Connection[Any]) -> bool:
             with conn.transaction(), conn.cursor() as cur:
@@ -323,6 +343,22 @@ class PostgresSink:
                 return True
 
         return self._call(write)
+
+    def _metric_row(self, batch_id: int, m: Mapping[str, Any]) -> tuple[Any, ...]:
+        return (self.run_id, batch_id, ts_from_ms(m.get("ts")), m.get("duration_ms"),
+                m.get("input_rows"), m.get("input_rows_per_s"), m.get("processed_rows_per_s"),
+                m.get("alerts"), m.get("dead_letters"), m.get("groups"))
+
+    def write_metrics(self, batch_id: int, **metrics: Any) -> None:
+        """Record a batch's metrics outside its transaction (e.g. from a StreamingQueryListener's
+        progress event, which comes after the batch committed): ts (epoch ms or datetime; default
+        now), duration_ms, input_rows, input_rows_per_s, processed_rows_per_s, alerts,
+        dead_letters, groups. Merges into the batch's row: a column already set keeps its value.
+        """
+        if unknown := set(metrics) - set(_METRIC_KEYS):
+            raise TypeError(f"unknown pipeline metrics: {sorted(unknown)}")
+        row = self._metric_row(batch_id, metrics)
+        self._call(lambda conn: conn.execute(_METRICS, row))
 
     # -- reading (tests, replay, reports) ------------------------------------------------------
     def last_batch_id(self, run_id: str | None = None) -> int | None:
