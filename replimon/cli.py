@@ -207,8 +207,9 @@ def demo(
     nodes: Annotated[int, typer.Option(min=1, max=9, help="nodes per group")] = 3,
     inject: Annotated[list[str] | None, typer.Option("--inject", "-i", help="faults to inject (default: a few)")] = None,
     plain: Annotated[bool, typer.Option("--plain", help="print a line every few seconds instead of a live table")] = False,
+    job: Annotated[bool, typer.Option("--job/--no-job", help="run the Spark monitoring job (default) or only publish")] = True,
 ) -> None:
-    """The embedded default: broker, PostgreSQL, the simulator publishing a demo fleet, a live view."""
+    """The embedded default: broker, PostgreSQL, the simulator, the Spark job and a live view."""
     from replimon.demo import DEFAULT_FAULTS, run_demo
     from replimon.producers.simulator import parse_duration_ms, parse_injection
 
@@ -217,7 +218,8 @@ def demo(
         injections = [parse_injection(t) for t in (inject if inject is not None else DEFAULT_FAULTS)]
     except ValueError as exc:
         raise fail(f"demo: {exc}") from None
-    run_demo(state.settings(), groups=groups, nodes=nodes, duration_ms=duration_ms, injections=injections, plain=plain)
+    run_demo(state.settings(), groups=groups, nodes=nodes, duration_ms=duration_ms, injections=injections,
+             plain=plain, with_job=job)
 
 
 # ------------------------------------------------------------------------------ utilities

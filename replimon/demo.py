@@ -1,9 +1,10 @@
 """`replimon demo`: the embedded default stack with a simulated fleet and a live terminal view.
 
 Brings up the embedded broker (with replimon's topics) and PostgreSQL, publishes a simulated
-fleet in real time with a few injected faults, and shows where every group stands. Ctrl-C (or
-``--duration``) flushes the publisher, reports what was delivered, and stops everything. Issue 4
-adds the Spark job and its alerts to this view.
+fleet in real time with a few injected faults, runs the Spark monitoring job on it (local mode,
+live: processing-time timers, PostgreSQL and Kafka sinks), and shows where every group stands as
+the monitor sees it, with alerts as they come. Ctrl-C (or ``--duration``) flushes the publisher,
+stops the job, and stops everything.
 """
 
 from __future__ import annotations
@@ -27,6 +28,59 @@ DEFAULT_FAULTS = [
     "horizon_wedge:g5@70s",
     "divergent_decision:g6@90s",
 ]
+
+
+class MonitorView:
+    """What the job has reported so far (fed by the job's foreachBatch on the driver)."""
+
+    def __init__(self) -> None:
+        self.snapshots: dict[str, dict[str, Any]] = {}
+        self.alerts: list[dict[str, Any]] = []
+        self.firing: dict[str, dict[str, Any]] = {}
+        self.batches = 0
+        self.dead_letters = 0
+
+    def __call__(self, result: Any) -> None:
+        self.batches += 1
+        self.dead_letters += len(result.dead_letters)
+        for snap in result.snapshots:
+            self.snapshots[snap["group"]] = snap
+        for alert in result.alerts:
+            if alert["category"] == "info":
+                continue
+            self.alerts.append(alert)
+            if alert["status"] == "firing":
+                self.firing[alert["alert_id"]] = alert
+            else:
+                self.firing.pop(alert["alert_id"], None)
+        del self.alerts[:-12]
+
+    def table(self) -> Table:
+        table = Table(title=f"monitor (Spark job): {self.batches} batches, {self.dead_letters} dead letters")
+        for col in ("group", "members", "decided", "executed (majority)", "eh", "eff. horizon", "window", "pending", "firing"):
+            table.add_column(col, justify="left" if col in ("group", "firing") else "right")
+        for name in sorted(self.snapshots, key=lambda g: (len(g), g)):
+            snap = self.snapshots[name]
+            active = snap.get("active") or {}
+            firing = sorted({a["kind"] for a in self.firing.values() if a["group"] == name})
+            table.add_row(
+                name, str(len(active.get("members", []))), str(snap.get("decided")),
+                str(snap.get("executed_majority", "")), str(active.get("event_horizon", "")),
+                str(snap.get("effective_horizon", "")),
+                "" if snap.get("window_fraction") is None else f"{snap['window_fraction']:.0%}",
+                str(len(snap.get("pending") or [])), Text(", ".join(firing), style="bold red" if firing else ""),
+            )
+        return table
+
+    def recent(self) -> Table:
+        table = Table(title="recent alerts", expand=False)
+        for col in ("status", "severity", "kind", "group", "node", "instance", "message"):
+            table.add_column(col)
+        for a in self.alerts[-8:]:
+            style = "red" if a["status"] == "firing" and a["severity"] == "critical" else ""
+            table.add_row(a["status"], a["severity"], Text(a["kind"], style=style), a["group"], a.get("node") or "",
+                          "" if a.get("instance") is None else str(a["instance"]), a["message"][:90])
+        return table
 
 
 def fleet_table(sim: Simulator, injections: list[Injection]) -> Table:
@@ -73,6 +127,7 @@ def run_demo(
     injections: list[Injection],
     plain: bool = False,
     console: Console | None = None,
+    with_job: bool = True,
 ) -> dict[str, Any]:
     """Run the demo until Ctrl-C or ``duration_ms`` (0 = forever); return the final counts."""
     from replimon.embedded import EmbeddedStack
@@ -89,6 +144,8 @@ def run_demo(
         )
         publisher = Publisher.from_settings(settings, bootstrap_servers=stack.bootstrap_servers)
         sim = Simulator(options, injections, publisher.send)
+        view = MonitorView()
+        job = start_job(settings, stack, view, console) if with_job else None
         began = time.monotonic()
         last_draw = 0.0
         try:
@@ -109,11 +166,18 @@ def run_demo(
                             style="dim",
                         )
                         if plain:
-                            console.print(f"t={sim.t // 1000}s events={sim.summary().events} delivered={stats.delivered}")
+                            firing = sorted(f"{a['group']}:{a['kind']}" for a in view.firing.values())
+                            console.print(f"t={sim.t // 1000}s events={sim.summary().events} delivered={stats.delivered} "
+                                          f"batches={view.batches} firing={firing}")
                         else:
-                            live.update(Group(fleet_table(sim, injections), footer), refresh=True)
+                            parts = [fleet_table(sim, injections)]
+                            if job is not None:
+                                parts += [view.table(), view.recent()]
+                            live.update(Group(*parts, footer), refresh=True)
         except KeyboardInterrupt:
             console.print("stopping ...")
+        if job is not None:
+            job.stop()
         remaining = publisher.flush(30)
         stats = publisher.stats()
         publisher.close()
@@ -123,4 +187,38 @@ def run_demo(
             f"{stats.delivered} delivered, {stats.failed} failed, {remaining} undelivered"
         )
     console.print("broker and PostgreSQL stopped")
-    return {"events": summary.events, "delivered": stats.delivered, "failed": stats.failed}
+    return {"events": summary.events, "delivered": stats.delivered, "failed": stats.failed,
+            "alerts": list(view.alerts), "batches": view.batches}
+
+
+class _Job:
+    def __init__(self, query: Any, pg: Any) -> None:
+        self.query, self.pg = query, pg
+
+    def stop(self) -> None:
+        try:
+            self.query.stop()
+            self.query.awaitTermination(60)
+        finally:
+            self.pg.close()
+
+
+def start_job(settings: Settings, stack: Any, view: MonitorView, console: Console) -> _Job:
+    """The Spark job on the embedded broker and PostgreSQL, live, feeding ``view``."""
+    import tempfile
+
+    from replimon.streaming.runner import start_query
+    from replimon.streaming.session import get_session
+    from replimon.streaming.sinks.postgres import PostgresSink
+
+    console.print("starting Spark (local mode) and the monitoring job ...")
+    local = settings.model_copy(update={
+        "kafka": settings.kafka.model_copy(update={"bootstrap_servers": stack.bootstrap_servers}),
+        "postgres": settings.postgres.model_copy(update={"dsn": stack.dsn}),
+    })
+    spark = get_session(local.streaming.master, local.streaming.shuffle_partitions)
+    pg = PostgresSink(stack.dsn, run_id="live")
+    ckpt = tempfile.mkdtemp(prefix="replimon-demo-ckpt-")
+    query = start_query(spark, local, run_id="live", checkpoint=ckpt, observers=[view], pg=pg,
+                        starting="earliest")
+    return _Job(query, pg)
