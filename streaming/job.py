@@ -71,17 +71,18 @@ def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: st
 
     limits = Limits.from_settings(settings)
     valid, dead = split_events(raw, topic_types(settings))
+    fields = [c for c in valid.columns if c not in ("topic", "partition", "offset", "key", "value", "timestamp")]
+    # The validated event as contract JSON (absent optionals stay absent: to_json drops nulls).
+    event = F.col("value").cast("string") if "value" in valid.columns else F.to_json(F.struct(*fields))
     events = valid.select(
         F.col("group"), F.col("ts_ms"), F.col("node"), F.col("incarnation"), F.col("seq"),
-        F.col("value").cast("string").alias("event"), F.col("topic"), F.col("partition"),
-        F.col("offset"),
+        event.alias("event"), F.col("topic"), F.col("partition"), F.col("offset"),
     )
     grouped_kwargs: dict[str, Any] = {}
     if time_mode == REPLAY:
         skew_s = max(1, int(round(limits.skew_ms / 1000)))
         events = (events.withColumn("event_time", F.timestamp_millis(F.col("ts_ms")))
                   .withWatermark("event_time", f"{skew_s} seconds"))
-        grouped_kwargs["eventTimeColumnName"] = "event_time"
     grouped = events.groupBy("group")
     if api == "pandas":
         out = grouped.transformWithStateInPandas(
@@ -113,18 +114,17 @@ class BatchWriter:
         self.pg = pg
         self.kafka = kafka
         self.observers = observers or []
-        self._producer: Any = None
 
     def producer(self) -> Any:
-        if self._producer is None:
-            from confluent_kafka import Producer
+        """A producer for one batch (flushed and dropped with it: nothing lingers between batches
+        or after the query stops)."""
+        from confluent_kafka import Producer
 
-            self._producer = Producer({
-                "bootstrap.servers": self.settings.kafka.bootstrap_servers,
-                "client.id": f"{self.settings.kafka.client_id}-job",
-                "enable.idempotence": True, "linger.ms": 20, "compression.type": "lz4",
-            })
-        return self._producer
+        return Producer({
+            "bootstrap.servers": self.settings.kafka.bootstrap_servers,
+            "client.id": f"{self.settings.kafka.client_id}-job",
+            "enable.idempotence": True, "linger.ms": 20, "compression.type": "lz4",
+        })
 
     def _bind_pipeline(self) -> None:
         """Batch ids restart at 0 with a new checkpoint: the exactly-once guard row is per
@@ -185,5 +185,6 @@ class BatchWriter:
                       value=d["raw"], headers={"reason": d["reason"][:1000], "topic": d["topic"],
                                                "partition": str(d["partition"]), "offset": str(d["offset"])})
         left = p.flush(30)
+        del p
         if left:
             raise RuntimeError(f"{left} monitor record(s) not delivered to Kafka within 30 s")
