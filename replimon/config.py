@@ -133,6 +133,7 @@ class Streaming(_Section):
     shuffle_partitions: int = Field(2, ge=1, le=10_000)
     max_offsets_per_trigger: int = Field(200_000, ge=1)
     source_format: str = Field("replimon-kafka", pattern="^(replimon-kafka|kafka)$")
+    validator: str = Field("arrow", pattern="^(arrow|sql)$", description="contract validation: arrow (parse_event in the Python workers, fast) or sql (Spark expressions only)")
 
 
 class Simulator(_Section):

@@ -67,13 +67,20 @@ def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: st
     """raw Kafka rows -> one DataFrame of output rows (alerts, group states, dead letters)."""
     from pyspark.sql import functions as F
 
-    from replimon.streaming.validate import split_events
-
     limits = Limits.from_settings(settings)
+    if getattr(settings.streaming, "validator", "arrow") == "sql":
+        from replimon.streaming.validate import split_events
+    else:
+        from replimon.streaming.validate_arrow import split_events
     valid, dead = split_events(raw, topic_types(settings))
     fields = [c for c in valid.columns if c not in ("topic", "partition", "offset", "key", "value", "timestamp")]
     # The validated event as contract JSON (absent optionals stay absent: to_json drops nulls).
-    event = F.col("value").cast("string") if "value" in valid.columns else F.to_json(F.struct(*fields))
+    if "event" in valid.columns:
+        event = F.col("event")
+    elif "value" in valid.columns:
+        event = F.col("value").cast("string")
+    else:
+        event = F.to_json(F.struct(*fields))
     events = valid.select(
         F.col("group"), F.col("ts_ms"), F.col("node"), F.col("incarnation"), F.col("seq"),
         event.alias("event"), F.col("topic"), F.col("partition"), F.col("offset"),

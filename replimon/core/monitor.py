@@ -213,6 +213,7 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
             "group": self.group, "history": self.history, "trusted": self.trusted,
             "clock_ms": self.clock, "decided": self.decided,
             "open_alerts": sorted(a.kind + (f":{a.node}" if a.node else "") for a in self.open.values()),
+            "counts": dict(self.counts),
             "active": None, "pending": [], "nodes": {},
         }
         if not self.cmap.configs:
