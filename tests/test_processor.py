@@ -31,7 +31,8 @@ def row_of(ev: dict[str, Any], offset: int) -> Row:
                seq=ev["seq"], event=json.dumps(ev), topic=f"replica.{ev['type']}", partition=0, offset=offset)
 
 
-def drive(tester: TwsTester, events: list[dict[str, Any]], batch_ms: int = 1000, tail_ms: int = 0) -> list[Any]:
+def drive(tester: TwsTester, events: list[dict[str, Any]], batch_ms: int = 1000, tail_ms: int = 0,
+          pandas: bool = False) -> list[Any]:
     """Micro-batches of ``batch_ms`` of event time; processing time = end of each batch."""
     out: list[Any] = []
     start = min(e["ts_ms"] for e in events)
@@ -41,12 +42,21 @@ def drive(tester: TwsTester, events: list[dict[str, Any]], batch_ms: int = 1000,
     last = max(batches)
     for b in range(last + 1 + tail_ms // batch_ms):
         now = start + (b + 1) * batch_ms
-        out.extend(tester.setProcessingTime(now))
+        fired = tester.setProcessingTime(now)
+        if pandas:
+            fired = [Row(**rec) for rec in fired.to_dict("records")] if len(fired) else []
+        out.extend(fired)
         by_group: dict[str, list[Row]] = defaultdict(list)
         for i, ev in batches.get(b, []):
             by_group[ev["group"]].append(row_of(ev, i))
         for group, rows in sorted(by_group.items()):
-            out.extend(tester.test(group, rows))
+            if pandas:
+                import pandas as pd
+
+                frame = tester.testInPandas(group, pd.DataFrame([r.asDict() for r in rows]))
+                out.extend(Row(**rec) for rec in frame.to_dict("records"))
+            else:
+                out.extend(tester.test(group, rows))
     return out
 
 
@@ -60,9 +70,7 @@ def test_processor_gives_the_same_alerts_as_the_core(make: Any) -> None:
                       "divergent_decision:g2@80s")
     expected = {(a.alert_id, a.status) for a in Monitor().run(events)}
     tester = TwsTester(make(Limits(), LIVE), timeMode="ProcessingTime")
-    if make is pandas_processor:
-        pytest.skip("the Pandas adapter is driven through Spark in test_job (TwsTester.testInPandas)")
-    rows = drive(tester, events)
+    rows = drive(tester, events, pandas=make is pandas_processor)
     assert alert_keys(rows) == expected
     kinds = {json.loads(r.payload)["kind"] for r in rows if r.out == "alert"}
     assert {"CAN_LEAVE_UNSAFE", "NODE_SILENT", "HORIZON_WEDGE", "DIVERGENT_DECISION"} <= kinds
