@@ -251,7 +251,7 @@ def run_job(
     run_id: Annotated[str, typer.Option("--run-id", help="rows in PostgreSQL are keyed by it ('live' for the live job)")] = "live",
     starting: Annotated[str, typer.Option(help="startingOffsets for a new checkpoint: earliest, latest or Spark's JSON")] = "earliest",
     checkpoint: Annotated[str | None, typer.Option(help="checkpoint directory [default paths.checkpoint_dir/RUN_ID]")] = None,
-    api: Annotated[str, typer.Option(help="transformWithState API: row or pandas")] = "row",
+    api: Annotated[str, typer.Option(help="transformWithState API: pandas (default, measured faster) or row")] = "pandas",
 ) -> None:
     """Run the Spark monitoring job against kafka.bootstrap_servers and postgres.dsn (Ctrl-C stops)."""
     import logging

@@ -63,7 +63,7 @@ def read_source(spark: Any, settings: Any, *, starting: str = "earliest", ending
     return reader.load()
 
 
-def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: str = "row") -> Any:
+def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: str = "pandas") -> Any:
     """raw Kafka rows -> one DataFrame of output rows (alerts, group states, dead letters)."""
     from pyspark.sql import functions as F
 

@@ -53,7 +53,7 @@ class MetricsListener:
 
 
 def start_query(spark: Any, settings: Any, *, run_id: str = "live", time_mode: str = LIVE,
-                checkpoint: str | Path | None = None, api: str = "row", starting: str = "earliest",
+                checkpoint: str | Path | None = None, api: str = "pandas", starting: str = "earliest",
                 ending: str | None = None, trigger_s: float | None = None, available_now: bool = False,
                 observers: list[Callable[[BatchResult], None]] | None = None, pg: Any = None,
                 kafka_out: bool = True, max_offsets: int | None = None) -> Any:
@@ -72,7 +72,7 @@ def start_query(spark: Any, settings: Any, *, run_id: str = "live", time_mode: s
     return stream.start()
 
 
-def run(settings: Any, *, run_id: str = "live", replay: bool = False, api: str = "row",
+def run(settings: Any, *, run_id: str = "live", replay: bool = False, api: str = "pandas",
         starting: str = "earliest", checkpoint: str | None = None,
         observers: list[Callable[[BatchResult], None]] | None = None,
         stop_event: threading.Event | None = None) -> int:

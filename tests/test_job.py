@@ -116,7 +116,7 @@ def test_live_silences_fire_with_no_input_at_all(spark: Any, broker: Any, postgr
         if result.snapshots and not data_at:
             data_at.append(time.time() * 1000)
 
-    query = start_query(spark, settings, run_id=run_id, pg=pg, observers=[observe], trigger_s=1.0)
+    query = start_query(spark, settings, run_id=run_id, pg=pg, observers=[observe], trigger_s=1.0, api="row")
     try:
         deadline = time.monotonic() + 120
         while not batches and time.monotonic() < deadline:  # the query is up and idle
