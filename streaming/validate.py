@@ -257,7 +257,7 @@ def contract_schema() -> T.StructType:
 # An error is a struct: its text, the offending value (a variant) and how the value shows in the
 # reason. The value is rendered (Python's repr, in SQL) once per record, for the first error only:
 # rendering it in every check would make the plan too big to compile.
-_ERR_TYPE = "struct<text:string,val:variant,mode:int>"
+_ERR_TYPE = "struct<text:string,val:variant,mode:int,path:string>"
 _ERRS_TYPE = f"array<{_ERR_TYPE}>"
 _PLAIN, _SUFFIX, _INLINE = 0, 1, 2  # no value; " (got <repr>)" unless a list/object; at _MARK
 _MARK = "\u0000"
@@ -276,11 +276,13 @@ def _let(value: Column, body: Callable[[Column], Column]) -> Column:
     return _get(F.transform(F.array(value), body))
 
 
-def _err(text: Column | str, val: Column | None = None, mode: int = _PLAIN) -> Column:
+def _err(text: Column | str, val: Column | None = None, mode: int = _PLAIN, path: Column | None = None) -> Column:
+    """An error; ``path`` (JSONPath of ``val``) lets the renderer read the number as written."""
     return F.struct(
         (_s(text) if isinstance(text, str) else text).alias("text"),
         (F.lit(None).cast("variant") if val is None else val).alias("val"),
         F.lit(mode).alias("mode"),
+        (F.lit(None).cast("string") if path is None else path).alias("path"),
     )
 
 
@@ -420,20 +422,31 @@ def _container_repr(x: Column) -> Column:
     return j
 
 
-def _is_big_integral(x: Column, t: Column) -> Column:
-    """A DECIMAL(p,0) outside int64: an integer literal too big for a long (see the docstring)."""
+def _integer_token(raw: Column, path: Column) -> Column:
+    """The number at ``path`` as written, when it is an integer (``get_json_object`` prints a
+    BigInteger token digit for digit); NULL otherwise."""
+    token = F.call_function("get_json_object", raw, path)
+    return F.when(token.rlike(r"^-?[0-9]+$"), token)
+
+
+def _is_big_integral(x: Column, t: Column, raw: Column, path: Column) -> Column:
+    """An integer literal too big for a long: DECIMAL(p,0) outside int64 (see the docstring), or
+    beyond 38 digits, where the variant keeps a DOUBLE and only the text tells an integer."""
     dec = F.try_variant_get(x, "$", "decimal(38,0)")
-    return t.rlike(r"^DECIMAL\(\d+,0\)$") & ((dec > INT64_MAX) | (dec < INT64_MIN))
+    big_decimal = t.rlike(r"^DECIMAL\(\d+,0\)$") & ((dec > INT64_MAX) | (dec < INT64_MIN))
+    return big_decimal | ((t == "DOUBLE") & _integer_token(raw, path).isNotNull())
 
 
-def _repr(x: Column) -> Column:
+def _repr(x: Column, raw: Column, path: Column) -> Column:
+    """``repr()`` of the JSON value as Python holds it after ``json.loads``."""
     t = _vtype(x)
     return (
         F.when(t == "STRING", _str_repr(_str(x)))
         .when(t == "BIGINT", _long(x).cast("string"))
         .when(t == "BOOLEAN", F.when(F.try_variant_get(x, "$", "boolean"), _s("True")).otherwise(_s("False")))
         .when(t == "VOID", _s("None"))
-        .when(_is_big_integral(x, t), F.try_variant_get(x, "$", "decimal(38,0)").cast("string"))
+        .when(t.startswith("DECIMAL") & _is_big_integral(x, t, raw, path), F.try_variant_get(x, "$", "decimal(38,0)").cast("string"))
+        .when((t == "DOUBLE") & path.isNotNull() & _integer_token(raw, path).isNotNull(), _integer_token(raw, path))
         .when(t.startswith("DECIMAL") | (t == "DOUBLE") | (t == "FLOAT"), _float_repr(x))
         .otherwise(_container_repr(x))
     )
@@ -471,13 +484,13 @@ def _literal_expected(values: tuple[str, ...]) -> str:
     return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " or " + shown[-1]
 
 
-def _int_error(spec: _Int, x: Column, where: _Where, version: bool) -> Column:
+def _int_error(spec: _Int, x: Column, where: _Where, version: bool, raw: Column) -> Column:
     def bound(limit: str) -> Column:
         if version:
             text = f"unsupported contract version (got {_MARK}, this monitor reads 1)"
         else:
             text = f"Input should be {limit} (got {_MARK})"
-        return _err(where.say(text), x, _INLINE)
+        return _err(where.say(text), x, _INLINE, where.jpath)
 
     t = _vtype(x)
     n = _long(x)
@@ -485,39 +498,39 @@ def _int_error(spec: _Int, x: Column, where: _Where, version: bool) -> Column:
     in_range = F.when(n < spec.ge, ge)
     if spec.le < INT64_MAX:
         in_range = in_range.when(n > spec.le, le)
-    dec = F.try_variant_get(x, "$", "decimal(38,0)")
+    negative = F.try_variant_get(x, "$", "double") < 0
     return (
         F.when(t == "BIGINT", in_range)
-        .when(_is_big_integral(x, t), F.when(dec < spec.ge, ge).otherwise(le))
-        .otherwise(_err(where.say("Input should be a valid integer"), x, _SUFFIX))
+        .when(_is_big_integral(x, t, raw, where.jpath), F.when(negative, ge).otherwise(le))
+        .otherwise(_err(where.say("Input should be a valid integer"), x, _SUFFIX, where.jpath))
     )
 
 
 def _str_error(spec: _Str, x: Column, where: _Where) -> Column:
     s = _str(x)
-    checks = F.when(_vtype(x) != "STRING", _err(where.say("Input should be a valid string"), x, _SUFFIX))
+    checks = F.when(_vtype(x) != "STRING", _err(where.say("Input should be a valid string"), x, _SUFFIX, where.jpath))
     if spec.min_len is not None:
         text = f"String should have at least {_plural(spec.min_len, 'character')}"
-        checks = checks.when(F.length(s) < spec.min_len, _err(where.say(text), x, _SUFFIX))
+        checks = checks.when(F.length(s) < spec.min_len, _err(where.say(text), x, _SUFFIX, where.jpath))
     if spec.max_len is not None:
         text = f"String should have at most {_plural(spec.max_len, 'character')}"
-        checks = checks.when(F.length(s) > spec.max_len, _err(where.say(text), x, _SUFFIX))
+        checks = checks.when(F.length(s) > spec.max_len, _err(where.say(text), x, _SUFFIX, where.jpath))
     if spec.pattern is not None:
         text = f"String should match pattern '{spec.pattern}'"
-        checks = checks.when(~s.rlike(_java_pattern(spec.pattern)), _err(where.say(text), x, _SUFFIX))
+        checks = checks.when(~s.rlike(_java_pattern(spec.pattern)), _err(where.say(text), x, _SUFFIX, where.jpath))
     return checks
 
 
 def _lit_error(spec: _Lit, x: Column, where: _Where) -> Column:
     ok = (_vtype(x) == "STRING") & _str(x).isin(*spec.values)
     text = f"Input should be {_literal_expected(spec.values)}"
-    return F.when(~ok, _err(where.say(text), x, _SUFFIX))
+    return F.when(~ok, _err(where.say(text), x, _SUFFIX, where.jpath))
 
 
 def _value_errors(spec: Any, x: Column, where: _Where, raw: Column, version: bool = False) -> Column:
     """The errors of one present value, in pydantic's order."""
     if isinstance(spec, _Int):
-        return _errs(_int_error(spec, x, where, version))
+        return _errs(_int_error(spec, x, where, version, raw))
     if isinstance(spec, _Str):
         return _errs(_str_error(spec, x, where))
     if isinstance(spec, _Lit):
@@ -539,7 +552,7 @@ def _list_errors(spec: _List, x: Column, where: _Where, raw: Column) -> Column:
         )
         short = F.when(F.size(items) < spec.min_len, F.array(_err(where.say(text)))).otherwise(_none())
         each = F.concat(each, short)
-    not_list = F.array(_err(where.say("Input should be a valid array"), x, _SUFFIX))
+    not_list = F.array(_err(where.say("Input should be a valid array"), x, _SUFFIX, where.jpath))
     return F.when(items.isNull(), not_list).otherwise(each)
 
 
@@ -602,7 +615,7 @@ def _object_errors(model: type[BaseModel], o: Column, om: Column, where: _Where,
     null_error = where.key(_get(_in_input_order(nulls, raw_keys)), ": null is not allowed (leave the field out)")
     out = F.when(F.size(nulls) > 0, F.array(_err(null_error))).otherwise(found)
     if where.loc is not None:
-        out = F.when(om.isNull(), F.array(_err(where.say("Input should be an object"), o, _SUFFIX))).otherwise(out)
+        out = F.when(om.isNull(), F.array(_err(where.say("Input should be an object"), o, _SUFFIX, where.jpath))).otherwise(out)
     return out
 
 
@@ -748,25 +761,32 @@ _check_rules_cover_contract()
 # * no JSON null at all: the text has no ``null`` token (a string containing "null" just takes
 #   the slow path);
 # * ``schema_of_variant`` of the record -- keys sorted, types exact (BIGINT is an integer, DECIMAL
-#   and DOUBLE are not) -- matches a pattern generated from the model: no unknown key at any level,
-#   every required field there, every value of the right JSON type;
+#   and DOUBLE are not) -- is one of the shapes generated from the model: no unknown key at any
+#   level, every required field there, every value of the right JSON type;
 # * then the values, read once through the typed struct: bounds, patterns, lengths, enums, and the
 #   same cross-field rules as the slow path.
 # A record that passes is valid (the parity test checks it); any other goes through the checks
 # that name the field. The fast path only ever decides "valid".
-def _shape(spec: Any) -> str:
-    """A regex over ``schema_of_variant``'s text for a value of ``spec``."""
+def _shapes(spec: Any) -> list[str]:
+    """Every ``schema_of_variant`` text a value of ``spec`` can have (types exact, keys sorted).
+
+    A list shows as ARRAY<VOID> when empty, and a list of objects as the merge of its items (an
+    optional field present in one item shows); the values themselves are checked afterwards.
+    """
     if isinstance(spec, _Int):
-        return "BIGINT"
+        return ["BIGINT"]
     if isinstance(spec, _Str | _Lit):
-        return "STRING"
+        return ["STRING"]
     if isinstance(spec, _List):
-        return f"ARRAY<(?:{_shape(spec.item)}|VOID)>"  # VOID: an empty list (or nulls: see above)
-    parts = []
+        return ["ARRAY<VOID>", *(f"ARRAY<{item}>" for item in _shapes(spec.item))]
+    out = [""]
     for f in sorted(_fields(spec.model), key=lambda f: f.name.encode()):  # variants sort keys by bytes
-        part = f"(?:{re.escape(f.name)}: {_shape(f.spec)}(?:, |(?=>)))"
-        parts.append(part if f.required else part + "?")
-    return "OBJECT<" + "".join(parts) + ">"
+        present = [f"{f.name}: {shape}" for shape in _shapes(f.spec)]
+        options = present if f.required else [None, *present]
+        out = [f"{head}, {part}" if head and part else head or part or "" for head in out for part in options]
+    if len(out) > 10_000:
+        raise TypeError(f"{spec.model.__name__}: too many shapes for an IN list")
+    return [f"OBJECT<{body}>" for body in out]
 
 
 def _typed_ok(spec: Any, c: Column) -> Column:
@@ -801,7 +821,8 @@ def _fast_valid(doc: Column, s: Column, typed: Column, tstr: Column) -> Column:
     shape = _vtype(doc)
     out = F.when(F.instr(s, "null") > 0, F.lit(False))
     for name, model in MODELS.items():
-        out = out.when(tstr == name, shape.rlike(f"^{_shape(_Model(model))}$") & _typed_ok(_Model(model), typed))
+        # an IN list is a hash lookup; a regex with optional groups costs several times more
+        out = out.when(tstr == name, shape.isin(*_shapes(_Model(model))) & _typed_ok(_Model(model), typed))
     return F.coalesce(out.otherwise(F.lit(False)), F.lit(False))
 
 
@@ -878,50 +899,38 @@ def _top() -> _Where:
     return _Where(None, _s("$"))
 
 
+def _top_fields() -> dict[tuple[str, Any, bool], _Field]:
+    """Every distinct top-level field of the event types (the envelope's once), but ``type``."""
+    return {_field_key(f): f for model in MODELS.values() for f in _fields(model) if f.name != "type"}
+
+
+def _top_field_checks(doc_map: Column, s: Column, when: Column) -> list[Column]:
+    """One column per top-level field: its errors (NULL: none, or not checked for this row)."""
+    return [
+        F.when(when, _field_errors(f, doc_map, _top(), s)).alias(f"_f{i}")
+        for i, f in enumerate(_top_fields().values())
+    ]
+
+
 def _record_errors(doc_map: Column, s: Column) -> Column:
-    """The errors of a JSON object, dispatched on ``type`` as parse_event's tagged union does.
-
-    Every top-level field of every event type is checked once (bound in one struct, so the
-    envelope's checks are not repeated per type); each type then picks its fields in order.
-    """
-    fields = {_field_key(f): f for model in MODELS.values() for f in _fields(model) if f.name != "type"}
-    keys = list(fields)
-    checks = F.struct(*[_field_errors(fields[k], doc_map, _top(), s).alias(f"f{i}") for i, k in enumerate(keys)])
-
-    def dispatch(fe: Column) -> Column:
-        columns = {k: fe[f"f{i}"] for i, k in enumerate(keys)}
-        t = doc_map["type"]
-        tstr = _str(t)
-        out = F.when(t.isNull(), F.array(_err("type: missing")))
-        for name, model in MODELS.items():
-            out = out.when(tstr == name, _model_errors(model, t, _top(), s, obj=doc_map, columns=columns))
-        tags = ", ".join(EVENT_TYPES)
-        return out.otherwise(F.array(_err(f"type: must be one of {tags} (got {_MARK})", t, _INLINE)))
-
-    return _let(checks, dispatch)
+    """The errors of a JSON object, dispatched on ``type`` as parse_event's tagged union does;
+    the fields' own errors come from the ``_f<i>`` columns, shared by the types."""
+    columns = {key: F.col(f"_f{i}") for i, key in enumerate(_top_fields())}
+    t = doc_map["type"]
+    tstr = _str(t)
+    out = F.when(t.isNull(), F.array(_err("type: missing")))
+    for name, model in MODELS.items():
+        out = out.when(tstr == name, _model_errors(model, t, _top(), s, obj=doc_map, columns=columns))
+    tags = ", ".join(EVENT_TYPES)
+    return out.otherwise(F.array(_err(f"type: must be one of {tags} (got {_MARK})", t, _INLINE, _s("$.type"))))
 
 
-def _slow_error(pre: Column, doc: Column, s: Column) -> Column:
-    """parse_event's reason for a record the fast path did not prove valid (NULL: it is valid)."""
-    def with_map(m: Column) -> Column:
-        errs = (
-            F.when(pre.isNotNull(), F.array(_err(pre)))
-            .when(doc.isNull(), F.array(_err("not JSON")))
-            .when(m.isNull(), F.array(_err("not a JSON object")))
-            .otherwise(_record_errors(m, s))
-        )
-        # nested deeper than pydantic's parser goes: "not JSON" there, whatever else is wrong
-        return _let(errs, lambda e: _let(
-            F.when((F.size(e) > 0) & m.isNotNull() & _too_deep(s), F.array(_err("not JSON"))).otherwise(e),
-            reason,
-        ))
-
-    def reason(errs: Column) -> Column:
-        n = F.size(errs)
-        more = F.when(n > 1, F.concat(_s(" (+"), (n - 1).cast("string"), _s(" more)"))).otherwise(_s(""))
-        return F.when(n > 0, _let(_get(errs), lambda first: F.concat(_render(first, _repr(first["val"])), more)))
-
-    return _let(doc.try_cast("map<string,variant>"), with_map)
+def _reason(errs: Column, s: Column) -> Column:
+    """The first error, rendered, and how many more there are: parse_event's one line."""
+    n = F.size(errs)
+    first = _get(errs)
+    more = F.when(n > 1, F.concat(_s(" (+"), (n - 1).cast("string"), _s(" more)"))).otherwise(_s(""))
+    return F.when(n > 0, F.concat(_render(first, _repr(first["val"], s, first["path"])), more))
 
 
 def _topic_error(topic: Column, etype: Column, topic_types: Mapping[str, str] | None) -> Column:
@@ -939,10 +948,10 @@ def _topic_error(topic: Column, etype: Column, topic_types: Mapping[str, str] | 
     )
 
 
-_CACHE: dict[tuple[str, str, str], Column] = {}
+_CACHE: dict[tuple[str, str, str], Any] = {}
 
 
-def _cached(df: DataFrame, name: str, build: Callable[[], Column]) -> Column:
+def _cached(df: DataFrame, name: str, build: Callable[[], Any]) -> Any:
     """The big expressions, built once per Spark application.
 
     They only name columns (``_doc``, ``_s``...), so one tree serves every DataFrame; building it
@@ -1020,9 +1029,27 @@ def check_events(
             _wide_null(doc).alias("_wide"),
             (doc.isNotNull() & _cached(df, "fast", lambda: _fast_valid(doc, s, typed, typed["type"]))).alias("_fast"),
         )
+        # the slow path: only for records the fast path did not prove valid; one column per step
+        # (each is compiled on its own: one expression holding all of it would pass 64 KB)
+        fast, slow = F.col("_fast"), ~F.col("_fast")
+        frame = frame.withColumn("_m", F.when(slow, doc.try_cast("map<string,variant>")))
+        m = F.col("_m")
+        frame = frame.select("*", *_cached(df, "fields", lambda: _top_field_checks(m, s, slow)))
+        errs = (
+            F.when(fast, F.lit(None).cast(_ERRS_TYPE))
+            .when(F.col("_pre").isNotNull(), F.array(_err(F.col("_pre"))))
+            .when(doc.isNull(), F.array(_err("not JSON")))
+            .when(m.isNull(), F.array(_err("not a JSON object")))
+            .otherwise(_cached(df, "record", lambda: _record_errors(m, s)))
+        )
+        frame = frame.select(*[F.col(c) for c in KAFKA_COLUMNS], "_s", "_doc", "_typed", "_wide", "_fast", "_m",
+                             errs.alias("_errs"))
+        # nested deeper than pydantic's parser goes: "not JSON" there, whatever else is wrong
+        too_deep = (F.size("_errs") > 0) & m.isNotNull() & _too_deep(s)
+        frame = frame.withColumn("_errs", F.when(too_deep, F.array(_err("not JSON"))).otherwise(F.col("_errs")))
         tstr = F.try_variant_get(doc, "$.type", "string")
-        error = F.when(F.col("_fast"), _topic_error(F.col("topic"), typed["type"], topic_types)).otherwise(
-            F.coalesce(_cached(df, "slow", lambda: _slow_error(F.col("_pre"), doc, s)),
+        error = F.when(fast, _topic_error(F.col("topic"), typed["type"], topic_types)).otherwise(
+            F.coalesce(_cached(df, "reason", lambda: _reason(F.col("_errs"), s)),
                        _topic_error(F.col("topic"), tstr, topic_types))
         )
         one_line = F.replace(F.replace(error, _s("\n"), _s("\\n")), _s("\r"), _s("\\r"))
