@@ -1,101 +1,132 @@
 """Parse and validate Kafka records in Spark: contract-valid events, and dead letters with a reason.
 
-``split_events(df)`` takes the Kafka source columns (key, value, topic, partition, offset, timestamp)
-and returns ``(valid, dead)``. It is the Spark twin of :func:`replimon.contract.parse_event`: the same
-verdict on every record, and the same one-line reason wherever Spark can produce it (see the table
-of known differences below). Everything runs as Spark SQL expressions on the JVM; no Python UDF.
+``split_events(df)`` takes the Kafka source columns (key, value, topic, partition, offset,
+timestamp) and returns ``(valid, dead)``. It is the Spark twin of
+:func:`replimon.contract.parse_event`: the same verdict on every record, and the same one-line
+reason wherever Spark can produce it (known differences below). Everything is Spark SQL
+expressions on the JVM, no Python UDF; it works on batch and streaming DataFrames alike.
+``check_events(df)`` is the single frame both sides are filtered from (``error`` NULL = valid):
+in a ``foreachBatch``, persist it and write both sides from it so each record is parsed once.
 
 How it works
 ------------
 1. Guards, as parse_event: a null value, more than 1 MiB, invalid UTF-8 (``is_valid_utf8``; the
-   position of the first bad byte comes from ``make_valid_utf8``).
-2. JSON: ``try_parse_json('[' || value || '\\n,0]')``. Parsing into a VARIANT keeps the JSON type
-   of every value (BIGINT, DECIMAL, DOUBLE, BOOLEAN, STRING, VOID = null, ARRAY, OBJECT), which is
-   what strict typing needs. The wrapper array catches trailing garbage, which ``parse_json`` (like
-   ``from_json``) silently ignores: a well-formed single value gives an array of exactly 2.
-3. The checks are generated from the pydantic models in :mod:`replimon.contract.models` (field
-   order, required/optional, ``ge``/``le``, ``pattern``, ``min_length``/``max_length``, ``Literal``
-   values, nested models, lists), so a field added to the contract is checked here too. Per value:
-   ``schema_of_variant`` for the type (``'BIGINT'`` and nothing else is an integer), comparisons
-   for bounds, ``rlike`` for patterns (``$`` rewritten to ``\\z``: Java's ``$`` matches before a
-   final newline, Rust's does not), ``map_keys`` against the model's field names for unknown keys,
-   ``is_variant_null`` for explicit nulls. The cross-field rules (pydantic ``model_validator``) are
-   written out by hand in SQL, one function per model; import fails if a model gains a validator
-   without a SQL twin.
-4. Errors are collected in pydantic's order (fields in declaration order, nested errors in place,
-   unknown keys last in input order, a model's own rule only when its fields are clean, a null
-   anywhere in an object as the only error of that object), so the first error and the
-   ``(+N more)`` count match parse_event's reason.
-5. The topic must carry the event's type (``topic_types``, ``{topic: type}``); a mismatch or a topic
-   outside the mapping is a dead letter.
-6. Typed columns come from the same variant: ``try_variant_get(doc, '$', <struct derived from the
-   contract>)`` -- no second parse of the text.
+   offset of the first bad byte comes from ``make_valid_utf8``).
+2. JSON: ``try_parse_json('[' || value || '\\n,0]')``. A VARIANT keeps the JSON type of every
+   value (BIGINT, DECIMAL, DOUBLE, BOOLEAN, STRING, VOID = null, ARRAY, OBJECT), which strict typing
+   needs. The wrapper catches trailing garbage, which ``parse_json`` (like ``from_json``) ignores:
+   one JSON value and nothing else gives exactly two elements.
+3. Typed columns: ``from_json(value, contract_schema())``, the schema derived from the pydantic
+   models. It is exact once step 4 has seen the JSON types (from_json alone is not, see below).
+4. Fast path, which can only say "valid": no ``null`` token in the text (explicit nulls are never
+   allowed), ``schema_of_variant(doc)`` IN the set of shapes generated from the model (sorted
+   keys and exact types: no unknown key at any level, required fields present, BIGINT where an
+   integer is due -- ``"5"``, ``5.0``, ``true`` have other types), then the values on the typed
+   struct (bounds, id/digest patterns, lengths, enums) and the cross-field rules. Every simulator
+   event takes it (the tests check that, and that it never accepts what parse_event rejects).
+5. Slow path, only for the other records: the checks that name the field, generated from the
+   models too (field order, required/optional, ``ge``/``le``, ``pattern``, lengths, ``Literal``
+   values, nested models, lists), on ``map<string,variant>`` views of the objects, with the same
+   hand-written cross-field rules (one accessor-based function per pydantic ``model_validator``;
+   import fails if a model gains a validator without one). Errors are collected in pydantic's
+   order -- a null anywhere in an object is that object's only error, then fields in declaration
+   order with nested errors in place, then unknown keys in input order (``json_object_keys`` on
+   the text; a variant sorts keys), a model's own rule only when its fields are clean -- so the
+   first error and the ``(+N more)`` count match. The offending value is rendered as Python's
+   ``repr`` in SQL (quotes and escapes of ``str.__repr__``, ``repr(float)`` from the digits,
+   integers beyond int64 read back from the text with ``get_json_object``) once, for the first
+   error only. Patterns get ``\\z`` for ``$`` (Java's ``$`` matches before a final newline,
+   pydantic's Rust regex does not); nesting deeper than pydantic's parser allows (201) is "not JSON"
+   as there.
+6. The topic must carry the record's type (``topic_types``, ``{topic: type}``); a mismatch, or a
+   topic outside the mapping, is a dead letter. The contract's reason comes first.
+7. The dead letter reason is one line (``\\n``/``\\r`` escaped).
 
-What from_json does on Spark 4.3.0 (why it cannot be the validator)
---------------------------------------------------------------------
-Checked with ``from_json(s, 'x bigint')`` (default PERMISSIVE mode) and friends:
+Cost
+----
+Measured on these 2-core machines (local[2], shared with other jobs, so +-30 %): steady state
+about 100k records/s; each query (each micro-batch) also pays about 1-1.5 s of planning for the
+large expression trees, so one run over 200k records comes to 35-60k records/s. parse_event on one
+core does 170-260k records/s: Spark's JSON to VARIANT parse, schema_of_variant and from_json each
+cost about as much as pydantic's whole validation. The first query in a JVM also compiles the
+generated code (5-10 s), and building the plan takes 3-5 s (cached per application after that).
 
-* ``"5"``, ``5.0``, ``1e2``, ``true``, ``[1]`` and 2**63 into BIGINT all become NULL, silently:
-  the same NULL as an absent key, with no way to tell which field or why. ``mode FAILFAST`` raises
-  (CANNOT_PARSE_JSON_FIELD) and kills the query instead.
+Whole-stage codegen would fuse all these Projects into one Java method far beyond the 8000 bytes
+HotSpot JIT-compiles (``spark.sql.codegen.hugeMethodLimit`` defaults to 65535), and that method
+then runs interpreted, 2-4x slower. A NULL column of a 128-field struct type (``_wide_null``) is
+carried through the checks: operators with more than ``spark.sql.codegen.maxFields`` (100) fields
+are left out of whole-stage codegen and evaluated by UnsafeProjections, which split the code into
+small methods. Setting ``spark.sql.codegen.hugeMethodLimit=8000`` on the session (as Spark's docs
+advise for HotSpot) has a similar effect.
+
+What from_json does on Spark 4.3.0 (why it checks nothing here)
+--------------------------------------------------------------
+Checked with ``from_json(s, 'x bigint')`` (PERMISSIVE, the default) and friends:
+
+* ``"5"``, ``5.0``, ``1e2``, ``true``, ``[1]`` and 2**63 into BIGINT all become NULL, silently: the
+  same NULL as an absent key, so neither the field nor the cause can be told. FAILFAST raises
+  CANNOT_PARSE_JSON_FIELD and kills the query instead.
 * Into DECIMAL(38,0) it coerces: ``"5"`` -> 5 and ``1.5`` -> 2 (rounded).
 * Into STRING every scalar is accepted: ``5`` and ``"5"`` both give ``'5'``, ``true`` gives
-  ``'true'``, ``1e2`` gives ``'100.0'`` and ``0.0001`` gives ``'1.0E-4'`` (Jackson re-prints doubles),
-  ``NaN`` gives ``'"NaN"'``; nested objects come back as their JSON text.
-* ``map<string,string>`` therefore cannot tell ``"5"`` from ``5`` either.
-* The parser is lenient by default: single quotes (``{'x':5}``), ``NaN``/``Infinity``, trailing
-  garbage (``{"x":5}}`` and ``{"x":5} {"x":6}`` parse as ``{"x":5}``), duplicate keys (last wins),
-  and a lone surrogate escape ``"\\ud800"`` turns into ``'?'``.
+  ``'true'``, ``1e2`` gives ``'100.0'``, ``0.0001`` gives ``'1.0E-4'`` (Jackson re-prints doubles),
+  ``NaN`` gives ``'"NaN"'``; an object or array comes back as its JSON text. ``map<string,string>``
+  therefore cannot tell ``"5"`` from ``5`` either.
+* Lenient parser by default: single quotes, ``NaN``/``Infinity``, trailing garbage (``{"x":5}}``
+  and ``{"x":5} {"x":6}`` parse as ``{"x":5}``), duplicate keys (last wins), and a lone surrogate
+  escape ``"\\ud800"`` becomes ``'?'``. Leading zeros and raw control characters are refused.
 * ``schema_of_json`` only takes a constant (foldable) argument: no per-row use.
-* ``get_json_object`` re-prints numbers (``1.0E-4``) and strips string quotes: no raw token either.
+* ``get_json_object`` re-prints numbers (``1.0E-4``) and strips string quotes: no raw token either
+  (but a BigInteger token comes back digit for digit, which the slow path uses).
 
-``parse_json`` / ``try_parse_json`` (VARIANT) are strict where it matters: no single quotes, no
-NaN/Infinity, no leading zeros, no lone surrogates, no BOM, raw control characters rejected, and
-duplicate keys rejected unless ``spark.sql.variant.allowDuplicateKeys`` is true. Its own surprises:
+``parse_json``/``try_parse_json`` (VARIANT) is strict where it matters: no single quotes, no
+NaN/Infinity, no leading zeros, no lone surrogates, no BOM, raw control characters refused,
+duplicate keys refused unless ``spark.sql.variant.allowDuplicateKeys``. Its own surprises:
 
 * trailing garbage is ignored (hence the wrapper array);
-* ``5.0`` is stored as DECIMAL(1,0) and ``-0.0`` as 0 (scale and sign of zero are lost), integers
-  beyond int64 as DECIMAL(p,0), numbers with more than 38 digits and any exponent form (``1e2``)
-  as DOUBLE, ``1e400`` as DOUBLE Infinity;
-* nesting deeper than 1000 and numbers longer than 1000 characters fail (Jackson's
-  StreamReadConstraints), and object keys come back sorted (``json_object_keys`` on the text keeps
-  input order; it is used for the rare objects with two unknown keys or two nulls);
-* ``spark.sql.variant.allowDuplicateKeys`` is read when the plan is analysed, not when it runs:
-  ``split_events`` sets it for the duration of the call (``allow_duplicate_keys``) and restores it;
-* ANSI mode (Spark 4 default): ``arr[i]`` out of range and ``variant_get`` of a wrong type raise,
-  so the code uses ``get`` and ``try_variant_get``.
+* ``5.0`` is stored as DECIMAL(1,0) and ``-0.0`` as 0 (scale and sign of zero lost); integers
+  beyond int64 as DECIMAL(p,0), like integral floats beyond it; numbers with more than 38 digits
+  and every exponent form (``1e2``) as DOUBLE, ``1e400`` as DOUBLE Infinity;
+* nesting deeper than 1000 and numbers longer than 1000 characters are refused (Jackson's
+  StreamReadConstraints); keys come back sorted (``map_keys``, ``schema_of_variant``);
+* ``schema_of_variant`` merges the items of an array: ``[{"id":"a"},{"id":"b","protocol":1}]``
+  is ``ARRAY<OBJECT<id: STRING, protocol: BIGINT>>`` and a null item disappears in the merge
+  (``["a",null]`` is ``ARRAY<STRING>``); hence the text check for ``null``;
+* ``spark.sql.variant.allowDuplicateKeys`` is read when the plan is analysed, not when it runs
+  (also per micro-batch): ``check_events`` sets it while it builds the plan and restores it;
+* ``variant_get``/``try_variant_get`` to any type but VARIANT builds a Cast expression per row
+  (slow); ``try_variant_get`` of a failing cast throws and catches internally (slower);
+* ANSI mode (Spark 4 default): ``arr[i]`` out of range and ``variant_get`` of a wrong type raise;
+  the code uses ``get`` and ``try_variant_get``.
 
 Known differences from parse_event
 ----------------------------------
-Verdicts (valid/invalid) agree on every case the parity test runs. Reasons differ here:
+Verdicts agree on every record of the parity test (tests/test_validate.py: the contract corpus,
+edge cases, simulator events and seeded mutations). Reasons differ only here:
 
-=============================================  ==========================================  =====================================
-input                                          parse_event                                 split_events
-=============================================  ==========================================  =====================================
-malformed JSON                                 ``not JSON: Expecting ',' delimiter at       ``not JSON`` (Spark gives no position)
-                                               line 1 column 29`` (Python json message)
-float beyond int64 written as ``1e19`` style   ``valid integer (got 1e+19)``                same (DOUBLE)
-integral float beyond int64, e.g.              ``valid integer (got 9.223372036854776e+18)``  ``less than or equal to ...`` (the
-``9223372036854775808.0``                                                                  variant keeps DECIMAL(19,0), read as
-                                                                                           the integer it most often is)
-integer with more than 38 digits               ``less than or equal to ... (got 1000...)``  ``valid integer (got 1e+44)``
-``-0.0`` where an integer is required          ``(got -0.0)``                               ``(got 0.0)``
-repr of a float with 16-17 significant digits  shortest repr                                Java 17 ``Double.toString`` digits
-                                                                                           (not always the shortest)
-``type`` given as a list or object             Python repr of it                            approximate repr (JSON text with
-                                                                                           Python spellings, keys sorted)
-a string with characters new in Unicode 14     ``'\\U000...'`` vs the character             Java 17 knows Unicode 13
-a key containing a newline (unknown field)     the raw newline (two-line reason)            ``\\n`` escaped: one line
-duplicate keys with ``allow_duplicate_keys``   last value wins                             same; ``False`` gives ``not JSON``
-=False
-=============================================  ==========================================  =====================================
-
-The reason is always one line: ``\\n`` and ``\\r`` in it are escaped.
+======================================  ========================================  ========================
+record                                  parse_event                               split_events
+======================================  ========================================  ========================
+malformed JSON                          ``not JSON: Expecting ',' delimiter at    ``not JSON`` (Spark's
+                                        line 1 column 29`` (Python's json)        parser gives no place)
+NaN / Infinity tokens                   jiter reads them, then the field (or      ``not JSON``
+                                        type) is wrong: ``seq: ... (got inf)``
+a number of 1001..4300 digits           the field's reason with the number        ``not JSON`` (Jackson)
+``type`` given as a list or object      Python's repr of it                       approximate repr (JSON
+                                                                                  text, Python spellings,
+                                                                                  keys sorted)
+a character new in Unicode 14 in a      printed as is                             escaped (Java 17 knows
+shown string                                                                      Unicode 13)
+a float shown with 16-17 digits         shortest repr                             Java 17 Double.toString
+                                                                                  digits (rarely longer)
+a key with a newline or CR (unknown     the raw newline: a two-line reason        ``\\n``: one line
+field)
+duplicate keys,                         last value wins                           ``not JSON``
+``allow_duplicate_keys=False``
+======================================  ========================================  ========================
 """
 
 from __future__ import annotations
 
-import re
 import types
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -337,7 +368,6 @@ class _Where:
 
 
 # ---------------------------------------------------------------------- Python's repr, in SQL
-_HEX_ESC = [(0x100, "\\x", 2), (0x10000, "\\u", 4), (0x110000, "\\U", 8)]
 
 
 def _char_repr(c: Column, quote: Column) -> Column:
@@ -430,11 +460,12 @@ def _integer_token(raw: Column, path: Column) -> Column:
 
 
 def _is_big_integral(x: Column, t: Column, raw: Column, path: Column) -> Column:
-    """An integer literal too big for a long: DECIMAL(p,0) outside int64 (see the docstring), or
-    beyond 38 digits, where the variant keeps a DOUBLE and only the text tells an integer."""
+    """An integer literal too big for a long. The variant keeps it as DECIMAL(p,0) (up to 38
+    digits) or DOUBLE (beyond), as it keeps ``1e19`` or ``9223372036854775808.0``: only the text
+    tells Python's int from its float."""
     dec = F.try_variant_get(x, "$", "decimal(38,0)")
     big_decimal = t.rlike(r"^DECIMAL\(\d+,0\)$") & ((dec > INT64_MAX) | (dec < INT64_MIN))
-    return big_decimal | ((t == "DOUBLE") & _integer_token(raw, path).isNotNull())
+    return (big_decimal | (t == "DOUBLE")) & _integer_token(raw, path).isNotNull()
 
 
 def _repr(x: Column, raw: Column, path: Column) -> Column:
@@ -445,8 +476,10 @@ def _repr(x: Column, raw: Column, path: Column) -> Column:
         .when(t == "BIGINT", _long(x).cast("string"))
         .when(t == "BOOLEAN", F.when(F.try_variant_get(x, "$", "boolean"), _s("True")).otherwise(_s("False")))
         .when(t == "VOID", _s("None"))
-        .when(t.startswith("DECIMAL") & _is_big_integral(x, t, raw, path), F.try_variant_get(x, "$", "decimal(38,0)").cast("string"))
-        .when((t == "DOUBLE") & path.isNotNull() & _integer_token(raw, path).isNotNull(), _integer_token(raw, path))
+        .when(path.isNotNull() & _is_big_integral(x, t, raw, path), _integer_token(raw, path))
+        # the variant keeps -0.0 as 0: the text still has the sign
+        .when(path.isNotNull() & (F.try_variant_get(x, "$", "double") == 0)
+              & F.call_function("get_json_object", raw, path).startswith("-"), _s("-0.0"))
         .when(t.startswith("DECIMAL") | (t == "DOUBLE") | (t == "FLOAT"), _float_repr(x))
         .otherwise(_container_repr(x))
     )
@@ -630,10 +663,10 @@ class _Variants:
     def has(self, key: str) -> Column:
         return self.om[key].isNotNull()
 
-    def str(self, key: str) -> Column:
+    def text(self, key: str) -> Column:
         return _str(self.om[key])
 
-    def long(self, key: str) -> Column:
+    def num(self, key: str) -> Column:
         return _long(self.om[key])
 
     def items(self, key: str) -> Column:
@@ -653,10 +686,10 @@ class _Typed:
     def has(self, key: str) -> Column:
         return self.c[key].isNotNull()
 
-    def str(self, key: str) -> Column:
+    def text(self, key: str) -> Column:
         return self.c[key]
 
-    def long(self, key: str) -> Column:
+    def num(self, key: str) -> Column:
         return self.c[key]
 
     def items(self, key: str) -> Column:
@@ -678,21 +711,21 @@ def _has_duplicates(o: _Obj, items: Column) -> Column:
 
 
 def _decision_rules(o: _Obj) -> Column:
-    kind, count = o.str("kind"), F.coalesce(o.long("count"), F.lit(1))
+    kind, count = o.text("kind"), F.coalesce(o.num("count"), F.lit(1))
     is_config = kind == "config"
     return (
         F.when(is_config != o.has("config"), _s("config is required iff kind is 'config'"))
         .when(is_config & (count != 1), _s("a config decision has count 1"))
         .when(o.has("digest") & (count != 1), _s("digest is allowed only when count is 1"))
-        .when(o.has("window_base") & (o.str("node") != o.str("proposer")),
+        .when(o.has("window_base") & (o.text("node") != o.text("proposer")),
               _s("window_base is allowed only when node == proposer"))
         # instance + count - 1 > INT64_MAX, without overflowing (ANSI would raise)
-        .when(o.long("instance") - 1 > F.lit(INT64_MAX) - count, _s("instance + count - 1 overflows 64 bits"))
+        .when(o.num("instance") - 1 > F.lit(INT64_MAX) - count, _s("instance + count - 1 overflows 64 bits"))
     )
 
 
 def _config_command_rules(o: _Obj) -> Column:
-    op, nodes, has_eh = o.str("op"), o.items("nodes"), o.has("event_horizon")
+    op, nodes, has_eh = o.text("op"), o.items("nodes"), o.has("event_horizon")
     set_eh = op == "set_event_horizon"
     no_protocol = F.exists(nodes, lambda n: ~o.item_has(n, "protocol"))
     return (
@@ -711,7 +744,7 @@ def _view_rules(o: _Obj) -> Column:
 
 
 def _config_report_rules(o: _Obj) -> Column:
-    installed = o.str("outcome") == "installed"
+    installed = o.text("outcome") == "installed"
     start, eh, members, reason = (o.has(k) for k in ("start", "event_horizon", "members", "reason"))
     return (
         F.when(installed & ~(start & eh & members), _s("an installed config needs start, event_horizon and members"))
@@ -836,7 +869,8 @@ def _wide_null(doc: Column) -> Column:
     (100) fields out of whole-stage codegen and evaluates them with an UnsafeProjection, which
     splits the code into small methods. Carrying this column through the checks does that; it is
     read (``to_json``, on the NULL branch only) at the end so the optimizer neither folds nor
-    prunes it. Cost: one failed key lookup and one null bit per row.
+    prunes it. Cost: one failed key lookup and one null bit per row. (A record carrying that key
+    is invalid anyway: an unknown field.)
     """
     wide = ",".join(f"f{i}:boolean" for i in range(128))
     return F.try_variant_get(doc, "$.__replimon_never__", f"struct<{wide}>")
@@ -1060,9 +1094,10 @@ def check_events(
         )
         fields = []
         for f in schema.fields:
-            col = F.when(F.col("error").isNull(), typed[f.name])
+            col = typed[f.name]
             if f.name == "count":  # the contract's default
                 col = F.when(typed["type"] == "decision", F.coalesce(col, F.lit(1)))
+            col = F.when(F.col("error").isNull(), col)
             fields.append(col.alias(f.name))
         return frame.select(*[F.col(c) for c in KAFKA_COLUMNS], "error", *fields)
 

@@ -17,7 +17,7 @@ import random
 import re
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 
 from replimon.contract import Invalid, event_to_dict, parse_event
 from replimon.producers.simulator import SimOptions, Simulator, parse_injection
+from replimon.streaming import validate
 from replimon.streaming.validate import (
     DEAD_COLUMNS,
     DEFAULT_TOPIC_TYPES,
@@ -82,6 +83,13 @@ def _edge_cases() -> list[tuple[str, bytes | None]]:
         ("int64+1", wire(_execution(seq=INT64_MAX + 1))),
         ("int64-min-1", wire(_execution(seq=-(2**63) - 1))),
         ("int-39-digits", wire(_execution(seq=10**38))),
+        ("int-39-digits-negative", wire(_execution(seq=-(10**38)))),
+        ("int-39-digits-in-string-field", wire(_execution(group=10**40))),
+        ("float-integral-beyond-int64", wire(_execution(seq=9223372036854775808.0))),
+        ("float-integral-beyond-int64-text", wire(_execution()).replace(b'"seq": 0', b'"seq": 9223372036854775808.0')),
+        ("float-negative-zero", wire(_execution(seq=-0.0))),
+        ("float-negative-zero-exp", wire(_execution()).replace(b'"seq": 0', b'"seq": -0e5')),
+        ("float-negative-zero-in-type", wire(_execution(type=-0.0))),
         ("float-0.0001", wire(_execution(seq=0.0001))),
         ("float-1e-05", wire(_execution(seq=1e-05))),
         ("float-1e16", wire(_execution(seq=1e16))),
@@ -93,6 +101,8 @@ def _edge_cases() -> list[tuple[str, bytes | None]]:
         ("str-backslash", wire(_execution(group="a\\b"))),
         ("str-controls", wire(_execution(group="\x00\x1f\x7f\x85\xa0\u2028\u200b"))),
         ("str-astral", wire(_execution(group="g\U0001f600"))),
+        ("str-unicode-14", wire(_execution(group="g\U0001fae0"))),
+        ("number-1001-digits", wire(_execution()).replace(b'"seq": 0', b'"seq": ' + b"1" * 1001)),
         ("str-escaped-ascii", json.dumps(_execution(group="gé\U0001f600")).encode()),
         ("type-list", wire(_execution(type=["execution", 1]))),
         ("type-object", wire(_execution(type={"a": 1}))),
@@ -234,10 +244,14 @@ KNOWN: dict[str, Callable[[str, str, bytes | None], bool]] = {
     # jiter reads NaN/Infinity (then a field or the type is wrong); parse_json refuses them
     "nan-infinity": lambda py, sp, raw: sp == "not JSON" and raw is not None
     and re.search(rb"NaN|Infinity", raw) is not None,
-    # the variant stores -0.0 as 0 (scale and sign of zero lost)
-    "negative-zero": lambda py, sp, raw: sp == py.replace("(got -0.0", "(got 0.0"),
     # dead-letter reasons are one line; parse_event leaves a newline of a key as it is
     "one-line": lambda py, sp, raw: py != sp and sp == _escaped(py),
+    # Jackson refuses numbers longer than 1000 characters; jiter reads up to 4300 digits
+    "long-number": lambda py, sp, raw: sp == "not JSON" and raw is not None
+    and re.search(rb"\d{1001}", raw) is not None,
+    # Java 17 knows Unicode 13, Python 3.11 Unicode 14: a newer character is escaped in the repr
+    "unicode-version": lambda py, sp, raw: re.sub(
+        r"\\U([0-9a-f]{8})|\\u([0-9a-f]{4})", lambda m: chr(int(m.group(1) or m.group(2), 16)), sp) == py,
     # repr of a list/dict given as the event type is approximated
     "type-container": lambda py, sp, raw: py.startswith("type: must be one of")
     and sp.startswith("type: must be one of") and ("[" in py or "{" in py),
@@ -252,7 +266,7 @@ def _classify(py: str, sp: str, raw: bytes | None) -> str | None:
 
 
 # ------------------------------------------------------------------------------------- helpers
-def _frame(spark: Any, values: list[bytes | None], topics: list[str] | None = None) -> DataFrame:
+def _frame(spark: Any, values: Sequence[bytes | None], topics: Sequence[str] | None = None) -> DataFrame:
     topics = topics or [_topic_for(v) for v in values]
     rows = [(None, v, t, 0, i, None) for i, (v, t) in enumerate(zip(values, topics, strict=True))]
     return spark.createDataFrame(rows, KAFKA_SCHEMA)
@@ -346,6 +360,26 @@ def test_typed_columns_equal_the_parsed_events(corpus: list[tuple[str, bytes | N
     assert compared > 3000
 
 
+def test_the_fast_path_takes_every_simulator_event_and_no_invalid_one(
+        spark: Any, corpus: list[tuple[str, bytes | None]], checked: list[Any]) -> None:
+    """The cheap proof of validity must cover real traffic (else throughput drops) and must never
+    accept a record parse_event rejects (else the verdicts above could not agree)."""
+    frame = _frame(spark, [raw for _, raw in corpus])
+    s = F.col("value").cast("string")
+    wrapped = F.try_parse_json(F.concat(F.lit("["), s, F.lit("\n,0]")))  # as check_events parses
+    single = F.try_variant_get(wrapped, "$[1]", "variant").isNotNull() & F.try_variant_get(
+        wrapped, "$[2]", "variant").isNull()
+    doc, typed = F.when(single, F.try_variant_get(wrapped, "$[0]", "variant")), F.from_json(s, contract_schema())
+    guards = (F.octet_length("value") <= validate.MAX_BYTES) & F.is_valid_utf8(s)
+    fast = guards & doc.isNotNull() & validate._fast_valid(doc, s, typed, typed["type"])
+    flags = [bool(r["fast"]) for r in frame.select("offset", fast.alias("fast")).orderBy("offset").collect()]
+    for (case_id, _raw), row, is_fast in zip(corpus, checked, flags, strict=True):
+        if case_id.startswith("sim-"):
+            assert is_fast, case_id
+        if is_fast:
+            assert row["error"] is None, (case_id, row["error"])
+
+
 def test_split_events_routes_by_verdict_and_topic(spark: Any) -> None:
     hb, ex = wire(BASES["heartbeat"]), wire(BASES["execution"])
     values = [hb, hb, ex, b"{", ex]
@@ -404,15 +438,41 @@ def test_throughput_against_parse_event(spark: Any, tmp_path: Path) -> None:
     started = time.perf_counter()
     frame = check_events(source)
     built = time.perf_counter() - started
-    started = time.perf_counter()
-    counts = {r["ok"]: r["n"] for r in frame.groupBy(F.col("error").isNull().alias("ok")).agg(
-        F.count(F.lit(1)).alias("n")).collect()}
-    spark_seconds = time.perf_counter() - started
+
+    def one_run() -> tuple[float, dict[bool, int]]:
+        started = time.perf_counter()
+        counts = {r["ok"]: r["n"] for r in frame.groupBy(F.col("error").isNull().alias("ok")).agg(
+            F.count(F.lit(1)).alias("n")).collect()}
+        return time.perf_counter() - started, counts
+
+    cold, counts = one_run()  # what the brief asks for: one run, planning and compiling included
+    warm, _ = one_run()  # the same query again: code compiled, JIT warm
     source.unpersist()
-    spark_rate = len(raws) / spark_seconds
     print(f"\nthroughput on {len(raws):,} simulator events ({spark.sparkContext.master}):")
-    print(f"  parse_event, one core:          {python_rate:>10,.0f} records/s")
-    print(f"  split_events (check_events), one run incl. planning: {spark_rate:>10,.0f} records/s "
-          f"({spark_seconds:.2f} s; building the plan {built:.2f} s)")
+    print(f"  parse_event, one core:                 {python_rate:>9,.0f} records/s")
+    print(f"  split_events, one run (cold, planning + codegen + run): {len(raws) / cold:>9,.0f} records/s "
+          f"({cold:.2f} s; building the plan took {built:.2f} s more)")
+    print(f"  split_events, the same query again (warm):              {len(raws) / warm:>9,.0f} records/s "
+          f"({warm:.2f} s)")
     assert python_invalid == 0 and counts == {True: len(raws)}
-    assert spark_rate > 1_000
+    assert len(raws) / cold > 1_000
+
+
+@pytest.mark.slow
+def test_split_events_on_a_stream(spark: Any, tmp_path: Path) -> None:
+    """A streaming source (parquet files standing in for Kafka): same results, and the duplicate
+    keys flag, captured when the plan is analysed, holds in every micro-batch."""
+    ex = wire(BASES["execution"])
+    values = [ex, ex[:-1] + b', "seq": 3}', b"{"]
+    (tmp_path / "in").mkdir()
+    pq.write_table(pa.table({
+        "key": pa.array([None] * 3, pa.binary()), "value": values, "topic": ["replica.executions"] * 3,
+        "partition": pa.array([0] * 3, pa.int32()), "offset": pa.array(range(3), pa.int64()),
+        "timestamp": pa.array([0] * 3, pa.timestamp("us", tz="UTC")),
+    }), tmp_path / "in" / "batch.parquet")
+    stream = spark.readStream.schema(KAFKA_SCHEMA).parquet(str(tmp_path / "in"))
+    query = (check_events(stream).select("offset", "seq", "error").writeStream.format("memory")
+             .queryName("validate_stream").trigger(availableNow=True).start())
+    query.awaitTermination()
+    rows = {r["offset"]: r for r in spark.sql("select * from validate_stream").collect()}
+    assert (rows[0]["seq"], rows[1]["seq"], rows[2]["error"]) == (0, 3, "not JSON")
