@@ -329,6 +329,8 @@ def _check_summary(result: Any, seconds: float, failed: bool, fail_on: str) -> N
     """A human summary on stderr: a table on a terminal, plain lines otherwise."""
     from rich.table import Table
 
+    from replimon.check import SEVERITY_RANK
+
     span = 0.0 if result.first_ts is None else (result.last_ts - result.first_ts) / 1000
     head = (f"{result.events} events from {result.groups} group(s) over {span:.1f} s of event time "
             f"checked in {seconds:.1f} s; {len(result.bad)} bad line(s), {result.duplicates} "
@@ -337,24 +339,22 @@ def _check_summary(result: Any, seconds: float, failed: bool, fail_on: str) -> N
         err.print(f"bad line {bad.source}:{bad.line}: {bad.reason}", highlight=False, markup=False, soft_wrap=True)
     if len(result.bad) > 20:
         err.print(f"... and {len(result.bad) - 20} more bad line(s)", highlight=False, markup=False)
-    firing = result.firing()
+    firing = sorted(result.firing().items(), key=lambda kv: (-SEVERITY_RANK[kv[0][1]], kv[0][0]))
     verdict = f"FAILED (--fail-on {fail_on})" if failed else "ok"
     if err.is_terminal:
         table = Table(title=head, title_justify="left")
         for col in ("kind", "severity", "category", "firing"):
             table.add_column(col)
-        for (kind, sev, cat), n in sorted(firing.items(), key=lambda kv: (-SEVERITY_ORDER[kv[0][1]], kv[0][0])):
+        for (kind, sev, cat), n in firing:
             table.add_row(kind, sev, cat, str(n))
         err.print(table)
         err.print(f"result: {verdict}", highlight=False, markup=False)
         return
     err.print(head, highlight=False, markup=False, soft_wrap=True)
-    for (kind, sev, cat), n in sorted(firing.items(), key=lambda kv: (-SEVERITY_ORDER[kv[0][1]], kv[0][0])):
+    for (kind, sev, cat), n in firing:
         err.print(f"  {kind:<26} {sev:<8} {cat:<9} {n}", highlight=False, markup=False)
     err.print(f"result: {verdict}", highlight=False, markup=False)
 
-
-SEVERITY_ORDER = {"info": 0, "warning": 1, "critical": 2}
 
 
 @app.command("config")

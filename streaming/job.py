@@ -9,6 +9,7 @@ batch id (a retried batch changes nothing there; Kafka consumers deduplicate by 
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import time
@@ -160,8 +161,6 @@ class BatchWriter:
             elif r.out == "state":
                 result.snapshots.append(payload)
             else:
-                import base64
-
                 payload["raw"] = base64.b64decode(payload.pop("raw_b64") or "")
                 result.dead_letters.append(payload)
         result.alerts.sort(key=lambda a: (a["event_ts_ms"], a["alert_id"], a["status"]))

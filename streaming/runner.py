@@ -85,8 +85,7 @@ def run(settings: Any, *, run_id: str = "live", replay: bool = False, api: str =
         log.info("applied PostgreSQL migrations %s", applied)
     spark = get_session(settings.streaming.master, settings.streaming.shuffle_partitions)
     pg = PostgresSink(settings.postgres.dsn, run_id=run_id)
-    if hasattr(pg, "write_metrics"):
-        spark.streams.addListener(MetricsListener(pg).make())
+    spark.streams.addListener(MetricsListener(pg).make())
     query = start_query(spark, settings, run_id=run_id, time_mode=REPLAY if replay else LIVE,
                         checkpoint=checkpoint, api=api, starting=starting, available_now=replay,
                         observers=observers, pg=pg)

@@ -47,12 +47,7 @@ class SimOptions:
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> SimOptions:
         sim, th = settings.simulator, settings.thresholds
-        rules = Rules(
-            eh_min=th.event_horizon_min,
-            eh_max=th.event_horizon_max,
-            default_eh=th.default_event_horizon,
-            min_protocol_for_eh=th.min_protocol_for_eh,
-        )
+        rules = Rules.from_thresholds(th)
         values: dict[str, Any] = {
             "groups": sim.groups,
             "nodes": sim.nodes,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 DEFAULT_EVENT_HORIZON = 10
 EVENT_HORIZON_MIN = 10
@@ -40,6 +41,12 @@ class Rules:
     # The worklog (3.6.1) lets a group with old members "change" the horizon to the default 10;
     # MySQL's code refuses it. Both leave the horizon at 10 (SPEC section 4).
     allow_default_eh_with_old_members: bool = False
+
+    @classmethod
+    def from_thresholds(cls, th: Any) -> Rules:
+        """From ``Settings.thresholds`` (duck-typed: this module imports no config machinery)."""
+        return cls(eh_min=th.event_horizon_min, eh_max=th.event_horizon_max,
+                   default_eh=th.default_event_horizon, min_protocol_for_eh=th.min_protocol_for_eh)
 
 
 @dataclass(frozen=True, slots=True)

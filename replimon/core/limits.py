@@ -26,12 +26,7 @@ class Limits:
     def from_settings(cls, settings: Any) -> Limits:
         """From ``replimon.config.Settings`` (duck-typed: the core imports no config machinery)."""
         th = settings.thresholds
-        rules = Rules(
-            eh_min=th.event_horizon_min,
-            eh_max=th.event_horizon_max,
-            default_eh=th.default_event_horizon,
-            min_protocol_for_eh=th.min_protocol_for_eh,
-        )
+        rules = Rules.from_thresholds(th)
 
         def ms(seconds: float) -> int:
             return int(round(seconds * 1000))
