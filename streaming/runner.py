@@ -12,8 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from replimon.streaming.job import QUERY_NAME, BatchResult, BatchWriter, build, read_source
+from replimon.streaming.job import QUERY_NAME, build, read_source
 from replimon.streaming.processor import LIVE, REPLAY
+from replimon.streaming.writer import BatchResult, BatchWriter
 
 log = logging.getLogger("replimon.run")
 
