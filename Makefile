@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: demo test test-all lint schema install clean
+.PHONY: demo test test-all lint schema install wheel clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "replimon needs Python 3.11, found " + sys.version.split()[0]'
@@ -33,6 +33,12 @@ lint: $(STAMP)
 
 schema: $(STAMP)
 	$(VENV)/bin/replimon schema --write
+
+## The job as a wheel in dist/, for spark-submit on a cluster (docs/cluster.md).
+## (build/ goes first: setuptools would pack files left there by an earlier build of a deleted module)
+wheel: $(STAMP)
+	rm -rf build
+	$(VENV)/bin/python -m pip wheel . --no-deps -w dist
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

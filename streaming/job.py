@@ -45,46 +45,28 @@ def read_source(spark: Any, settings: Any, *, starting: str = "earliest", ending
 
 
 def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: str = "pandas") -> Any:
-    """raw Kafka rows -> one DataFrame of output rows (alerts, group states, dead letters)."""
+    """raw Kafka rows -> one DataFrame of output rows (alerts, group states, dead letters).
+
+    One pass: validation packs each Arrow batch into one row per group (and one of dead letters,
+    keyed ``DEAD_KEY``), all through the stateful operator, which passes dead letters on untouched.
+    In replay the watermark is taken on the packed rows' latest event time and that column is
+    dropped before the operator: Spark then has no input column to drop "late" rows by (it would
+    silently drop events older than the watermark: a topic read behind the others), while the
+    watermark still advances and fires the event-time timers."""
     from pyspark.sql import functions as F
 
     limits = Limits.from_settings(settings)
     if getattr(settings.streaming, "validator", "arrow") == "sql":
-        from replimon.streaming.validate import split_events
+        from replimon.streaming.validate import pack_events
     else:
-        from replimon.streaming.validate_arrow import split_events
-    valid, dead = split_events(raw, topic_types(settings))
-    fields = [c for c in valid.columns if c not in ("topic", "partition", "offset", "key", "value", "timestamp")]
-    # The validated event as contract JSON (absent optionals stay absent: to_json drops nulls).
-    if "event" in valid.columns:
-        event = F.col("event")
-    elif "value" in valid.columns:
-        event = F.col("value").cast("string")
-    else:
-        event = F.to_json(F.struct(*fields))
-    events = valid.select(
-        F.col("group"), F.col("ts_ms"), F.col("node"), F.col("incarnation"), F.col("seq"),
-        event.alias("event"), F.col("topic"), F.col("partition"), F.col("offset"),
-    )
-    grouped_kwargs: dict[str, Any] = {}
+        from replimon.streaming.validate_arrow import pack_events
+    packed = pack_events(raw, topic_types(settings))
     if time_mode == REPLAY:
         skew_s = max(1, int(round(limits.skew_ms / 1000)))
-        events = (events.withColumn("event_time", F.timestamp_millis(F.col("ts_ms")))
+        packed = (packed.withColumn("event_time", F.timestamp_millis(F.col("event_ms")))
                   .withWatermark("event_time", f"{skew_s} seconds"))
-    grouped = events.groupBy("group")
+    grouped = packed.select("group", "events").groupBy("group")
     if api == "pandas":
-        out = grouped.transformWithStateInPandas(
-            pandas_processor(limits, time_mode), OUTPUT_SCHEMA, "Append", time_mode, **grouped_kwargs)
-    else:
-        out = grouped.transformWithState(
-            row_processor(limits, time_mode), OUTPUT_SCHEMA, "Append", time_mode, **grouped_kwargs)
-    dead_rows = dead.select(
-        F.lit("dead").alias("out"), F.lit(None).cast("string").alias("group_id"),
-        F.concat_ws(":", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string")).alias("id"),
-        F.lit(None).cast("string").alias("status"),
-        (F.unix_millis(F.col("timestamp"))).alias("ts_ms"),
-        F.to_json(F.struct(
-            F.col("topic"), F.col("partition"), F.col("offset"), F.base64(F.col("value")).alias("raw_b64"),
-            F.col("reason"), F.unix_millis(F.col("timestamp")).alias("kafka_ts"))).alias("payload"),
-    )
-    return out.unionByName(dead_rows)
+        return grouped.transformWithStateInPandas(
+            pandas_processor(limits, time_mode), OUTPUT_SCHEMA, "Append", time_mode)
+    return grouped.transformWithState(row_processor(limits, time_mode), OUTPUT_SCHEMA, "Append", time_mode)

@@ -1,8 +1,18 @@
 """The per-group monitor as a ``transformWithState`` StatefulProcessor (Row and Pandas APIs).
 
 Spark only carries events to ``replimon.core`` and keeps its state: one ValueState per group
-(``monitor_v1``: the core's ``to_state()`` as JSON; the name changes when its shape does) and at
-most one timer per group, at the core's ``next_timer()``.
+(``monitor_v2``: the core's ``to_state()`` as JSON and the time of the group's registered timer;
+the name changes when its shape does) and at most one timer per group.
+
+Input rows are packs (``replimon.streaming.validate_arrow.pack_events``): ``events`` is a JSON
+array of ``{"t": topic, "p": partition, "o": offset, "e": event}``; rows keyed ``DEAD_KEY`` carry
+dead letters instead, which pass through as ``dead`` output rows without touching state.
+
+Cost. Every state call is a round trip to the JVM, so each group costs one read and one write per
+micro-batch: the registered timer is remembered in the state (no listing), and a timer later than
+the core needs is moved earlier, but one earlier than needed is kept (when it fires, nothing is
+due yet, and it is re-armed at the core's ``next_timer()``): groups that keep publishing push their
+deadlines on every batch without a timer call.
 
 Time. Live (``timeMode="ProcessingTime"``): the outside clock of GROUP_SILENT and NODE_SILENT is
 the micro-batch's processing time (replica clocks and Spark's share the wall clock), so they fire
@@ -12,8 +22,9 @@ Everything else runs on the group's own event time inside the core, so live, rep
 name the same occurrences with the same ``alert_id``s.
 
 Determinism: a micro-batch retried after a crash has the same rows and the same timer values
-(Spark stores both); rows are sorted by (ts_ms, node, incarnation, seq) before they reach the
-core, so the retried batch yields the same output whatever order the shuffle delivered.
+(Spark stores both); events are sorted by (ts_ms, node, incarnation, seq, topic, partition,
+offset) before they reach the core, so the retried batch yields the same output whatever order
+the shuffle delivered.
 """
 
 from __future__ import annotations
@@ -25,16 +36,33 @@ from typing import Any
 from replimon.core.alerts import Alert
 from replimon.core.limits import Limits
 from replimon.core.monitor import GroupMonitor
+from replimon.streaming.validate_arrow import DEAD_KEY
 
-STATE_NAME = "monitor_v1"
-STATE_SCHEMA = "state STRING"
-INPUT_COLUMNS = ("group", "ts_ms", "node", "incarnation", "seq", "event", "topic", "partition", "offset")
+STATE_NAME = "monitor_v2"
+STATE_SCHEMA = "state STRING, timer LONG"
+INPUT_COLUMNS = ("group", "events")
 OUTPUT_SCHEMA = "out STRING, group_id STRING, id STRING, status STRING, ts_ms LONG, payload STRING"
 LIVE, REPLAY = "ProcessingTime", "EventTime"
 
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
+
+
+def _order(item: dict[str, Any]) -> tuple[Any, ...]:
+    e = item["e"]
+    return (e["ts_ms"], e["node"], e["incarnation"], e["seq"], item["t"], item["p"], item["o"])
+
+
+def dead_rows(packs: Iterable[str]) -> list[tuple[Any, ...]]:
+    """Dead letters, as the writer takes them (``payload``: topic, partition, offset, raw_b64,
+    reason, kafka_ts)."""
+    out: list[tuple[Any, ...]] = []
+    for text in packs:
+        for d in json.loads(text):
+            out.append(("dead", None, f"{d['topic']}:{d['partition']}:{d['offset']}", None,
+                        d.get("kafka_ts"), _dumps(d)))
+    return out
 
 
 class MonitorLogic:
@@ -49,23 +77,38 @@ class MonitorLogic:
             return int(timer_values.getCurrentProcessingTimeInMs())
         return int(timer_values.getCurrentWatermarkInMs())
 
-    def load(self, state: Any, group: str) -> GroupMonitor:
-        if state.exists():
-            value = state.get()
-            if value is not None and value[0]:
-                return GroupMonitor.from_state(json.loads(value[0]), self.limits)
-        return GroupMonitor(group, self.limits)
+    def load(self, state: Any, group: str) -> tuple[GroupMonitor, int | None]:
+        """The group's monitor and its registered timer (one state call)."""
+        value = state.get()
+        if value is not None and value[0]:
+            timer = value[1] if len(value) > 1 else None
+            return GroupMonitor.from_state(json.loads(value[0]), self.limits), timer
+        return GroupMonitor(group, self.limits), None
 
-    def save(self, state: Any, gm: GroupMonitor) -> None:
-        state.update((_dumps(gm.to_state()),))
+    def save(self, state: Any, gm: GroupMonitor, timer: int | None) -> None:
+        state.update((_dumps(gm.to_state()), timer))
 
-    def feed(self, gm: GroupMonitor, rows: Iterable[tuple[Any, ...]], now: int) -> list[Alert]:
-        """``rows``: (ts_ms, node, incarnation, seq, event_json, topic, partition, offset)."""
+    def feed(self, gm: GroupMonitor, packs: Iterable[str], now: int) -> list[Alert]:
+        """``packs``: JSON arrays of ``{"t", "p", "o", "e"}`` items."""
+        items: list[dict[str, Any]] = []
+        for text in packs:
+            items.extend(json.loads(text))
+        items.sort(key=_order)
         out: list[Alert] = []
         live_now = now if self.time_mode == LIVE else None
-        for _, _, _, _, event, topic, partition, offset in sorted(rows, key=lambda r: (r[0], r[1], r[2], r[3])):
-            src = {"topic": topic, "partition": int(partition), "offset": int(offset)}
-            out.extend(gm.on_event(json.loads(event), src, live_now))
+        on_event, clock = gm.on_event, gm.clock
+        for item in items:
+            e = item["e"]
+            ts = e["ts_ms"]
+            if ts > clock:
+                # The group's own event time is an outside clock too, as in ``Monitor.process``:
+                # what falls due before an event fires before it, so a silence that begins and
+                # ends inside one micro-batch (a backlog, a replay) is still reported.
+                clock = ts
+                when = gm.next_timer()
+                if when is not None and when <= ts:
+                    out.extend(gm.on_timer(ts))
+            out.extend(on_event(e, {"topic": item["t"], "partition": item["p"], "offset": item["o"]}, live_now))
         return out
 
     def due(self, gm: GroupMonitor, now: int) -> list[Alert]:
@@ -78,18 +121,21 @@ class MonitorLogic:
             out.extend(gm.on_timer(now))
         return out
 
-    def arm(self, handle: Any, gm: GroupMonitor, now: int) -> None:
-        """Keep exactly one timer, at the core's next_timer (strictly after ``now``)."""
+    def arm(self, handle: Any, gm: GroupMonitor, now: int, timer: int | None) -> int | None:
+        """The timer to keep after this call (``timer``: the one registered, if any). Only a
+        missing or too late timer costs a call; an early one is kept (see the module's doc)."""
         want = gm.next_timer()
-        if want is not None:
-            want = max(want, now + 1)
-        for existing in list(handle.listTimers()):
-            if existing != want:
-                handle.deleteTimer(existing)
-            else:
-                want = None  # already registered
-        if want is not None:
-            handle.registerTimer(want)
+        if want is None:
+            if timer is not None:
+                handle.deleteTimer(timer)
+            return None
+        want = max(want, now + 1)  # strictly in the future (SPARK-NOTES: SPARK-56566)
+        if timer is not None and timer <= want:
+            return timer
+        if timer is not None:
+            handle.deleteTimer(timer)
+        handle.registerTimer(want)
+        return want
 
     @staticmethod
     def rows(group: str, gm: GroupMonitor, alerts: list[Alert], snapshot: bool) -> list[tuple[Any, ...]]:
@@ -114,26 +160,30 @@ class _Common:
         self.handle = handle
         self.state = handle.getValueState(STATE_NAME, STATE_SCHEMA)
 
-    def _on_rows(self, key: Any, rows: list[tuple[Any, ...]], timer_values: Any) -> list[tuple[Any, ...]]:
+    def _on_rows(self, key: Any, packs: list[str], timer_values: Any) -> list[tuple[Any, ...]]:
         group = key[0]
+        if group == DEAD_KEY:
+            return dead_rows(packs)
         logic = self.logic
         now = logic.now(timer_values)
-        gm = logic.load(self.state, group)
-        alerts = logic.feed(gm, rows, now)
+        gm, timer = logic.load(self.state, group)
+        alerts = logic.feed(gm, packs, now)
         alerts += logic.due(gm, now)
-        logic.save(self.state, gm)
-        logic.arm(self.handle, gm, now)
+        # A registered timer at or before ``now`` fires after this data (Spark's order), and is
+        # re-armed there; it is kept as registered until then.
+        timer = logic.arm(self.handle, gm, now, timer)
+        logic.save(self.state, gm, timer)
         return logic.rows(group, gm, alerts, snapshot=True)
 
     def _on_timer(self, key: Any, timer_values: Any) -> list[tuple[Any, ...]]:
         group = key[0]
         logic = self.logic
         now = logic.now(timer_values)
-        gm = logic.load(self.state, group)
+        gm, _ = logic.load(self.state, group)
         alerts = gm.on_timer(now)
         alerts += logic.due(gm, now)
-        logic.save(self.state, gm)
-        logic.arm(self.handle, gm, now)
+        timer = logic.arm(self.handle, gm, now, None)  # the one that fired is gone
+        logic.save(self.state, gm, timer)
         return logic.rows(group, gm, alerts, snapshot=bool(alerts))
 
     def close(self) -> None:
@@ -151,8 +201,7 @@ def row_processor(limits: Limits, time_mode: str = LIVE) -> Any:
             self.logic = MonitorLogic(limits, time_mode)
 
         def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:  # noqa: N802, N803
-            data = [(r.ts_ms, r.node, r.incarnation, r.seq, r.event, r.topic, r.partition, r.offset) for r in rows]
-            for t in self._on_rows(key, data, timerValues):
+            for t in self._on_rows(key, [r.events for r in rows], timerValues):
                 yield Row(out=t[0], group_id=t[1], id=t[2], status=t[3], ts_ms=t[4], payload=t[5])
 
         def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:  # noqa: N802, N803
@@ -177,11 +226,10 @@ def pandas_processor(limits: Limits, time_mode: str = LIVE) -> Any:
             self.logic = MonitorLogic(limits, time_mode)
 
         def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:  # noqa: N802, N803
-            data: list[tuple[Any, ...]] = []
+            packs: list[str] = []
             for pdf in rows:
-                data.extend(zip(pdf["ts_ms"], pdf["node"], pdf["incarnation"], pdf["seq"], pdf["event"],
-                                pdf["topic"], pdf["partition"], pdf["offset"], strict=True))
-            out = self._on_rows(key, data, timerValues)
+                packs.extend(pdf["events"])
+            out = self._on_rows(key, packs, timerValues)
             if out:
                 yield frame(out)
 

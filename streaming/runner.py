@@ -85,6 +85,8 @@ def run(settings: Any, *, run_id: str = "live", replay: bool = False, api: str =
     if applied:
         log.info("applied PostgreSQL migrations %s", applied)
     spark = get_session(settings.streaming.master, settings.streaming.shuffle_partitions)
+    sc = spark.sparkContext
+    log.info("Spark %s, master %s, application %s", spark.version, sc.master, sc.applicationId)
     pg = PostgresSink(settings.postgres.dsn, run_id=run_id)
     spark.streams.addListener(MetricsListener(pg).make())
     query = start_query(spark, settings, run_id=run_id, time_mode=REPLAY if replay else LIVE,

@@ -1,7 +1,10 @@
 """The SparkSession the job and the tests use, configured the way SPARK-NOTES.md says PySpark 4.3
 needs on these machines (RocksDB state store with changelog checkpointing, avro state encoding
 pinned on a checkpoint's first run, few shuffle partitions, no UI, the driver's Python for
-workers)."""
+workers).
+
+Under ``spark-submit`` (``docs/cluster.md``) the JVM is already running when Python starts, and its
+``--master`` is the one that counts: ``streaming.master`` is then not applied."""
 
 from __future__ import annotations
 
@@ -39,13 +42,26 @@ def prepare_env() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+def launched_by_spark_submit() -> bool:
+    """True when spark-submit started this Python process: PySpark then connects to the JVM that
+    spark-submit already started (it passes the gateway's port in this variable), with the master
+    and the ``--conf`` values spark-submit resolved."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def get_session(master: str = "local[2]", shuffle_partitions: int = 2, **extra: Any) -> Any:
-    """A SparkSession (created once per process), with the replimon data sources registered."""
+    """A SparkSession (created once per process), with the replimon data sources registered.
+
+    ``master`` applies only when this process starts its own JVM; under spark-submit the builder
+    would override spark-submit's ``--master`` with it, so it is left out there."""
     prepare_env()
     from pyspark.sql import SparkSession
 
+    conf = spark_conf(master, shuffle_partitions, **extra)
+    if launched_by_spark_submit():
+        del conf["spark.master"]
     builder = SparkSession.builder
-    for key, value in spark_conf(master, shuffle_partitions, **extra).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -1126,3 +1126,25 @@ def split_events(
         *[F.col(c) for c in KAFKA_COLUMNS], F.col("error").alias("reason")
     )
     return valid, dead
+
+
+def pack_events(df: DataFrame, topic_types: Mapping[str, str] | None = DEFAULT_TOPIC_TYPES) -> DataFrame:
+    """The job's single-pass form (``replimon.streaming.validate_arrow.pack_events``' columns):
+    ``group`` (``DEAD_KEY`` for a dead letter), ``events`` (a JSON array of one item: the valid
+    event with its topic, partition and offset, or the dead letter) and ``event_ms``."""
+    from replimon.streaming.validate_arrow import DEAD_KEY
+
+    checked = check_events(df, topic_types)
+    names = [f.name for f in contract_schema().fields]
+    ok = F.col("error").isNull()
+    item = F.to_json(F.array(F.struct(
+        F.col("topic").alias("t"), F.col("partition").alias("p"), F.col("offset").alias("o"),
+        F.struct(*names).alias("e"))))  # to_json leaves absent optionals out, as the contract does
+    dead = F.to_json(F.array(F.struct(
+        F.col("topic"), F.col("partition"), F.col("offset"),
+        F.coalesce(F.base64(F.col("value")), F.lit("")).alias("raw_b64"), F.col("error").alias("reason"),
+        F.unix_millis(F.col("timestamp")).alias("kafka_ts"))))
+    return checked.select(
+        F.when(ok, F.col("group")).otherwise(F.lit(DEAD_KEY)).alias("group"),
+        F.when(ok, item).otherwise(dead).alias("events"),
+        F.when(ok, F.col("ts_ms")).otherwise(F.lit(0).cast("long")).alias("event_ms"))

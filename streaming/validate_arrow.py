@@ -12,6 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+DEAD_KEY = "#dead-letters"  # the key of dead letters in the stateful operator: never a group id
+# (contract ids are [A-Za-z0-9._:-]); that key touches no state.
+PACKED_SCHEMA = "group string, events string, event_ms long"
+
 OUT_SCHEMA = ("group string, ts_ms long, node string, incarnation long, seq long, event string, "
               "topic string, partition int, offset long, timestamp timestamp, value binary, reason string")
 
@@ -78,3 +82,78 @@ def split_events(df: Any, topic_types: dict[str, str]) -> tuple[Any, Any]:
     valid = checked.where(F.col("reason").isNull()).drop("reason", "value", "timestamp")
     dead = checked.where(F.col("reason").isNotNull()).select("topic", "partition", "offset", "timestamp", "value", "reason")
     return valid, dead
+
+
+def _pack_batches(topic_types: dict[str, str]) -> Any:
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import base64
+        import json
+
+        import pyarrow as pa
+
+        from replimon.contract import Invalid, parse_event
+
+        schema = pa.schema([("group", pa.string()), ("events", pa.string()), ("event_ms", pa.int64())])
+        quoted: dict[str, str] = {}
+        for batch in batches:
+            values = batch.column("value").to_pylist()
+            topics = batch.column("topic").to_pylist()
+            partitions = batch.column("partition").to_pylist()
+            offsets = batch.column("offset").to_pylist()
+            stamps = batch.column("timestamp").cast(pa.int64()).to_pylist()  # epoch microseconds
+            packs: dict[str, list[str]] = {}
+            latest: dict[str, int] = {}
+            dead: list[str] = []
+            for raw, topic, partition, offset, stamp in zip(values, topics, partitions, offsets, stamps,
+                                                            strict=True):
+                parsed = parse_event(raw)
+                if isinstance(parsed, Invalid):
+                    reason: str | None = parsed.reason
+                elif topic_types.get(topic) != parsed.type:
+                    want = topic_types.get(topic)
+                    reason = (f"type: {parsed.type!r} does not belong on topic {topic!r}"
+                              + (f" (it carries {want} events)" if want else " (not a replica topic)"))
+                else:
+                    reason = None
+                if reason is None:
+                    e: Any = parsed
+                    q = quoted.get(topic)
+                    if q is None:
+                        q = quoted[topic] = json.dumps(topic)
+                    text = raw.decode() if isinstance(raw, bytes) else raw
+                    # The record's own JSON text (validated: one JSON value) goes in unchanged.
+                    packs.setdefault(e.group, []).append(
+                        f'{{"t":{q},"p":{partition},"o":{offset},"e":{text}}}')
+                    if e.ts_ms > latest.get(e.group, -1):
+                        latest[e.group] = e.ts_ms
+                else:
+                    dead.append(json.dumps({
+                        "topic": topic, "partition": partition, "offset": offset,
+                        "raw_b64": base64.b64encode(raw).decode() if raw is not None else None,
+                        "reason": reason, "kafka_ts": None if stamp is None else stamp // 1000,
+                    }, separators=(",", ":")))
+            groups = list(packs)
+            texts = ["[" + ",".join(packs[g]) + "]" for g in groups]
+            times = [latest[g] for g in groups]
+            if dead:
+                groups.append(DEAD_KEY)
+                texts.append("[" + ",".join(dead) + "]")
+                times.append(0)  # never moves the watermark
+            if groups:
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(groups, pa.string()), pa.array(texts, pa.string()), pa.array(times, pa.int64())],
+                    schema=schema)
+
+    return run
+
+
+def pack_events(df: Any, topic_types: dict[str, str]) -> Any:
+    """One pass over the Kafka rows: per Arrow batch, one row per group with its valid events
+    (``events``: a JSON array of ``{"t": topic, "p": partition, "o": offset, "e": event}``) and one
+    row keyed ``DEAD_KEY`` with the dead letters (``{topic, partition, offset, raw_b64, reason,
+    kafka_ts}``); ``event_ms``: the latest event time of the row (0 for dead letters).
+
+    Packing cuts the rows the stateful operator handles (its cost is per row and per key, not per
+    byte) and the source is read once (a union of a valid and a dead branch read it twice)."""
+    return df.select("value", "topic", "partition", "offset", "timestamp").mapInArrow(
+        _pack_batches(dict(topic_types)), PACKED_SCHEMA)

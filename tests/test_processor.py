@@ -26,9 +26,18 @@ def simulate(seconds: int, *faults: str, groups: int = 2, seed: int = 4) -> list
     return events
 
 
-def row_of(ev: dict[str, Any], offset: int) -> Row:
-    return Row(group=ev["group"], ts_ms=ev["ts_ms"], node=ev["node"], incarnation=ev["incarnation"],
-               seq=ev["seq"], event=json.dumps(ev), topic=f"replica.{ev['type']}", partition=0, offset=offset)
+def item(ev: dict[str, Any], offset: int) -> str:
+    return json.dumps({"t": f"replica.{ev['type']}", "p": 0, "o": offset, "e": ev})
+
+
+def packs_of(evs: list[tuple[int, dict[str, Any]]]) -> list[Row]:
+    """A group's events of one micro-batch as packs, the way validation packs them (one per Arrow
+    batch: here two, split by parity, so a batch holds several packs out of order)."""
+    out = []
+    for part in (evs[0::2], evs[1::2]):
+        if part:
+            out.append(Row(group=part[0][1]["group"], events="[" + ",".join(item(ev, i) for i, ev in part) + "]"))
+    return out
 
 
 def drive(tester: TwsTester, events: list[dict[str, Any]], batch_ms: int = 1000, tail_ms: int = 0,
@@ -46,10 +55,11 @@ def drive(tester: TwsTester, events: list[dict[str, Any]], batch_ms: int = 1000,
         if pandas:
             fired = [Row(**rec) for rec in fired.to_dict("records")] if len(fired) else []
         out.extend(fired)
-        by_group: dict[str, list[Row]] = defaultdict(list)
+        by_group: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
         for i, ev in batches.get(b, []):
-            by_group[ev["group"]].append(row_of(ev, i))
-        for group, rows in sorted(by_group.items()):
+            by_group[ev["group"]].append((i, ev))
+        for group, evs in sorted(by_group.items()):
+            rows = packs_of(evs)
             if pandas:
                 import pandas as pd
 
@@ -104,3 +114,36 @@ def test_node_silent_fires_with_no_input_at_all() -> None:
     kinds = [a["kind"] for a in fired]
     assert kinds[0] == "NODE_SILENT" and fired[0]["detected_ts_ms"] <= fired[0]["event_ts_ms"] + 5_000 + 2_000 + 1000
     assert "GROUP_SILENT" in kinds
+
+
+def test_dead_letters_pass_through_without_state() -> None:
+    from replimon.streaming.validate_arrow import DEAD_KEY
+
+    tester = TwsTester(row_processor(Limits(), LIVE), timeMode="ProcessingTime")
+    tester.setProcessingTime(1_000)
+    letters = [{"topic": "replica.decisions", "partition": 1, "offset": 7, "raw_b64": "bm90IGpzb24=",
+                "reason": "not JSON", "kafka_ts": 900}]
+    out = tester.test(DEAD_KEY, [Row(group=DEAD_KEY, events=json.dumps(letters))])
+    assert [(r.out, r.id, r.ts_ms, json.loads(r.payload)) for r in out] == [
+        ("dead", "replica.decisions:1:7", 900, letters[0])]
+    assert tester.peekValueState(STATE_NAME, DEAD_KEY) is None
+    assert list(tester.handle._timers.listTimers(DEAD_KEY)) == []
+
+
+def test_one_timer_per_group_known_to_its_state_and_rarely_moved() -> None:
+    """The state remembers the group's one registered timer (no listing), and a group that keeps
+    publishing costs no timer call on most batches: its early timer is kept until it fires."""
+    events = simulate(60, groups=2)
+    tester = TwsTester(row_processor(Limits(), LIVE), timeMode="ProcessingTime")
+    calls: list[str] = []
+    handle = tester.handle
+    register, delete = handle.registerTimer, handle.deleteTimer
+    handle.registerTimer = lambda ts: (calls.append("register"), register(ts))[1]  # type: ignore[method-assign]
+    handle.deleteTimer = lambda ts: (calls.append("delete"), delete(ts))[1]  # type: ignore[method-assign]
+    drive(tester, events)
+    for group in ("g1", "g2"):
+        stored = tester.peekValueState(STATE_NAME, group)
+        assert stored is not None and stored[1] is not None
+        assert list(handle._timers.listTimers(group)) == [stored[1]]
+    batches = 60
+    assert 2 <= calls.count("register") <= 2 * batches // 4, calls  # not one per group and batch

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
-from dataclasses import asdict
+from dataclasses import fields
 from typing import Any
 
 from replimon.core.alerts import Alert
@@ -314,8 +314,13 @@ def _cfg_in(x: list[Any] | None) -> Config | None:
     return Config(x[0], x[1], tuple((m, p) for m, p in x[2]), x[3])
 
 
+_NODE_FIELDS = tuple(f.name for f in fields(NodeState))
+
+
 def _node_out(ns: NodeState) -> dict[str, Any]:
-    d = asdict(ns)
+    # A shallow copy: the values are serialised at once (``dataclasses.asdict`` deep-copied every
+    # stored event, most of ``to_state``'s time).
+    d = {name: getattr(ns, name) for name in _NODE_FIELDS}
     d["suspects"] = list(ns.suspects)
     d["held"] = [[i, s, ev, src] for i, s, ev, src in ns.held]
     return d

@@ -109,11 +109,15 @@ class LivenessRules(GroupState):
         work = (bool(known) and self.decided > min(known)) or pending_cfg
         since = max(self.progress_ts, self.quiet_end)
         if work and self.progress_ts >= 0 and wm - since >= lim.no_progress_ms:
-            what = "a pending configuration" if pending_cfg else f"decided {self.decided} > executed {min(known)}"
-            self.fire(
-                "progress", "NO_PROGRESS", self.progress_ts,
-                f"Nothing was decided or executed for {(wm - since) // 1000} s with work pending "
-                f"({what}).", self.progress_ts, instance=self.decided)
+            if "progress" not in self.open:
+                # Keyed by ordinal, not by progress_ts: which node's report of an instance
+                # advances the frontier (and so progress_ts) depends on arrival order within the
+                # skew, and the same history must give the same id live or replayed (SPEC 5).
+                what = "a pending configuration" if pending_cfg else f"decided {self.decided} > executed {min(known)}"
+                self.fire(
+                    "progress", "NO_PROGRESS", ("episode", self._episode("progress")),
+                    f"Nothing was decided or executed for {(wm - since) // 1000} s with work pending "
+                    f"({what}).", self.progress_ts, instance=self.decided)
         elif not work and "progress" in self.open:
             self.resolve("progress", "no work is pending any more.", self.clock)
         # -- PENDING_CONFIG_STUCK
