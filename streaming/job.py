@@ -56,17 +56,19 @@ def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: st
     from pyspark.sql import functions as F
 
     limits = Limits.from_settings(settings)
-    if getattr(settings.streaming, "validator", "arrow") == "sql":
+    buckets = settings.streaming.state_buckets
+    if settings.streaming.validator == "sql":
         from replimon.streaming.validate import pack_events
     else:
         from replimon.streaming.validate_arrow import pack_events
-    packed = pack_events(raw, topic_types(settings))
+    packed = pack_events(raw, topic_types(settings), buckets)
     if time_mode == REPLAY:
         skew_s = max(1, int(round(limits.skew_ms / 1000)))
         packed = (packed.withColumn("event_time", F.timestamp_millis(F.col("event_ms")))
                   .withWatermark("event_time", f"{skew_s} seconds"))
-    grouped = packed.select("group", "events").groupBy("group")
+    grouped = packed.select("bucket", "group", "events").groupBy("bucket")
     if api == "pandas":
         return grouped.transformWithStateInPandas(
-            pandas_processor(limits, time_mode), OUTPUT_SCHEMA, "Append", time_mode)
-    return grouped.transformWithState(row_processor(limits, time_mode), OUTPUT_SCHEMA, "Append", time_mode)
+            pandas_processor(limits, time_mode, buckets), OUTPUT_SCHEMA, "Append", time_mode)
+    return grouped.transformWithState(
+        row_processor(limits, time_mode, buckets), OUTPUT_SCHEMA, "Append", time_mode)

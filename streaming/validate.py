@@ -1128,11 +1128,13 @@ def split_events(
     return valid, dead
 
 
-def pack_events(df: DataFrame, topic_types: Mapping[str, str] | None = DEFAULT_TOPIC_TYPES) -> DataFrame:
+def pack_events(df: DataFrame, topic_types: Mapping[str, str] | None = DEFAULT_TOPIC_TYPES,
+                buckets: int = 64) -> DataFrame:
     """The job's single-pass form (``replimon.streaming.validate_arrow.pack_events``' columns):
-    ``group`` (``DEAD_KEY`` for a dead letter), ``events`` (a JSON array of one item: the valid
-    event with its topic, partition and offset, or the dead letter) and ``event_ms``."""
-    from replimon.streaming.validate_arrow import DEAD_KEY
+    ``bucket`` (the same ``bucket_of``), ``group`` (``DEAD_KEY`` for a dead letter), ``events`` (a
+    JSON array of one item: the valid event with its topic, partition and offset, or the dead
+    letter) and ``event_ms``."""
+    from replimon.streaming.validate_arrow import DEAD_BUCKET, DEAD_KEY
 
     checked = check_events(df, topic_types)
     names = [f.name for f in contract_schema().fields]
@@ -1144,7 +1146,9 @@ def pack_events(df: DataFrame, topic_types: Mapping[str, str] | None = DEFAULT_T
         F.col("topic"), F.col("partition"), F.col("offset"),
         F.coalesce(F.base64(F.col("value")), F.lit("")).alias("raw_b64"), F.col("error").alias("reason"),
         F.unix_millis(F.col("timestamp")).alias("kafka_ts"))))
+    bucket = F.pmod(F.crc32(F.col("group").cast("binary")), F.lit(buckets)).cast("int")
     return checked.select(
+        F.when(ok, bucket).otherwise(F.lit(DEAD_BUCKET)).alias("bucket"),
         F.when(ok, F.col("group")).otherwise(F.lit(DEAD_KEY)).alias("group"),
         F.when(ok, item).otherwise(dead).alias("events"),
         F.when(ok, F.col("ts_ms")).otherwise(F.lit(0).cast("long")).alias("event_ms"))

@@ -9,12 +9,20 @@ JSON text, which is the contract event), and ``reason`` (null when valid).
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
-DEAD_KEY = "#dead-letters"  # the key of dead letters in the stateful operator: never a group id
-# (contract ids are [A-Za-z0-9._:-]); that key touches no state.
-PACKED_SCHEMA = "group string, events string, event_ms long"
+DEAD_KEY = "#dead-letters"  # the group of dead-letter rows: never a group id (contract ids are
+# [A-Za-z0-9._:-])
+DEAD_BUCKET = -1  # their state key: it touches no state
+PACKED_SCHEMA = "bucket int, group string, events string, event_ms long"
+
+
+def bucket_of(group: str, buckets: int) -> int:
+    """A group's state key: CRC-32 of its UTF-8 name modulo ``buckets`` (the same as Spark SQL's
+    ``pmod(crc32(cast(group as binary)), buckets)``, which the SQL validator uses)."""
+    return zlib.crc32(group.encode()) % buckets
 
 OUT_SCHEMA = ("group string, ts_ms long, node string, incarnation long, seq long, event string, "
               "topic string, partition int, offset long, timestamp timestamp, value binary, reason string")
@@ -84,7 +92,7 @@ def split_events(df: Any, topic_types: dict[str, str]) -> tuple[Any, Any]:
     return valid, dead
 
 
-def _pack_batches(topic_types: dict[str, str]) -> Any:
+def _pack_batches(topic_types: dict[str, str], buckets: int) -> Any:
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import base64
         import json
@@ -93,7 +101,8 @@ def _pack_batches(topic_types: dict[str, str]) -> Any:
 
         from replimon.contract import Invalid, parse_event
 
-        schema = pa.schema([("group", pa.string()), ("events", pa.string()), ("event_ms", pa.int64())])
+        schema = pa.schema([("bucket", pa.int32()), ("group", pa.string()), ("events", pa.string()),
+                            ("event_ms", pa.int64())])
         quoted: dict[str, str] = {}
         for batch in batches:
             values = batch.column("value").to_pylist()
@@ -133,27 +142,30 @@ def _pack_batches(topic_types: dict[str, str]) -> Any:
                         "reason": reason, "kafka_ts": None if stamp is None else stamp // 1000,
                     }, separators=(",", ":")))
             groups = list(packs)
+            keys = [bucket_of(g, buckets) for g in groups]
             texts = ["[" + ",".join(packs[g]) + "]" for g in groups]
             times = [latest[g] for g in groups]
             if dead:
+                keys.append(DEAD_BUCKET)
                 groups.append(DEAD_KEY)
                 texts.append("[" + ",".join(dead) + "]")
                 times.append(0)  # never moves the watermark
             if groups:
                 yield pa.RecordBatch.from_arrays(
-                    [pa.array(groups, pa.string()), pa.array(texts, pa.string()), pa.array(times, pa.int64())],
-                    schema=schema)
+                    [pa.array(keys, pa.int32()), pa.array(groups, pa.string()), pa.array(texts, pa.string()),
+                     pa.array(times, pa.int64())], schema=schema)
 
     return run
 
 
-def pack_events(df: Any, topic_types: dict[str, str]) -> Any:
+def pack_events(df: Any, topic_types: dict[str, str], buckets: int) -> Any:
     """One pass over the Kafka rows: per Arrow batch, one row per group with its valid events
-    (``events``: a JSON array of ``{"t": topic, "p": partition, "o": offset, "e": event}``) and one
-    row keyed ``DEAD_KEY`` with the dead letters (``{topic, partition, offset, raw_b64, reason,
-    kafka_ts}``); ``event_ms``: the latest event time of the row (0 for dead letters).
+    (``events``: a JSON array of ``{"t": topic, "p": partition, "o": offset, "e": event}``) and
+    its state ``bucket`` (``bucket_of``), and one row with the dead letters (``{topic, partition,
+    offset, raw_b64, reason, kafka_ts}``; group ``DEAD_KEY``, bucket ``DEAD_BUCKET``);
+    ``event_ms``: the latest event time of the row (0 for dead letters).
 
     Packing cuts the rows the stateful operator handles (its cost is per row and per key, not per
     byte) and the source is read once (a union of a valid and a dead branch read it twice)."""
     return df.select("value", "topic", "partition", "offset", "timestamp").mapInArrow(
-        _pack_batches(dict(topic_types)), PACKED_SCHEMA)
+        _pack_batches(dict(topic_types), buckets), PACKED_SCHEMA)

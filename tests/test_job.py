@@ -187,7 +187,7 @@ def test_sql_validator_gives_the_same_alerts_and_dead_letters(spark: Any, broker
                                                               topic_prefix: str, tmp_path: Path) -> None:
     """``streaming.validator: sql`` (Spark expressions only) through the whole job."""
     settings = settings_for(broker, postgres, topic_prefix, tmp_path)
-    settings.streaming.validator = "sql"
+    settings = settings.model_copy(update={"streaming": settings.streaming.model_copy(update={"validator": "sql"})})
     events = simulate(30, "divergent_decision:g1@15s", groups=2, seed=8)
     bad = [("decisions", b"{"), ("config", json.dumps({**events[0], "type": "heartbeat"}).encode())]
     publish(settings, events, bad)

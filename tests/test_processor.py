@@ -12,7 +12,14 @@ import pytest
 from replimon.core.limits import Limits
 from replimon.core.monitor import Monitor
 from replimon.producers.simulator import SimOptions, Simulator, parse_injection
-from replimon.streaming.processor import LIVE, STATE_NAME, pandas_processor, row_processor
+from replimon.streaming.processor import (
+    LIVE,
+    STATE_NAME,
+    StateBucketsChanged,
+    pandas_processor,
+    row_processor,
+)
+from replimon.streaming.validate_arrow import DEAD_BUCKET, DEAD_KEY, bucket_of
 
 pytest.importorskip("pyspark.sql.streaming.tws_tester")
 from pyspark.sql import Row  # noqa: E402
@@ -30,13 +37,18 @@ def item(ev: dict[str, Any], offset: int) -> str:
     return json.dumps({"t": f"replica.{ev['type']}", "p": 0, "o": offset, "e": ev})
 
 
+BUCKETS = 2  # few buckets: groups share state keys
+
+
 def packs_of(evs: list[tuple[int, dict[str, Any]]]) -> list[Row]:
     """A group's events of one micro-batch as packs, the way validation packs them (one per Arrow
     batch: here two, split by parity, so a batch holds several packs out of order)."""
     out = []
     for part in (evs[0::2], evs[1::2]):
         if part:
-            out.append(Row(group=part[0][1]["group"], events="[" + ",".join(item(ev, i) for i, ev in part) + "]"))
+            group = part[0][1]["group"]
+            out.append(Row(bucket=bucket_of(group, BUCKETS), group=group,
+                           events="[" + ",".join(item(ev, i) for i, ev in part) + "]"))
     return out
 
 
@@ -55,18 +67,20 @@ def drive(tester: TwsTester, events: list[dict[str, Any]], batch_ms: int = 1000,
         if pandas:
             fired = [Row(**rec) for rec in fired.to_dict("records")] if len(fired) else []
         out.extend(fired)
+        by_bucket: dict[int, list[Row]] = defaultdict(list)
         by_group: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
         for i, ev in batches.get(b, []):
             by_group[ev["group"]].append((i, ev))
         for group, evs in sorted(by_group.items()):
-            rows = packs_of(evs)
+            by_bucket[bucket_of(group, BUCKETS)].extend(packs_of(evs))
+        for bucket, rows in sorted(by_bucket.items()):
             if pandas:
                 import pandas as pd
 
-                frame = tester.testInPandas(group, pd.DataFrame([r.asDict() for r in rows]))
+                frame = tester.testInPandas(bucket, pd.DataFrame([r.asDict() for r in rows]))
                 out.extend(Row(**rec) for rec in frame.to_dict("records"))
             else:
-                out.extend(tester.test(group, rows))
+                out.extend(tester.test(bucket, rows))
     return out
 
 
@@ -79,19 +93,20 @@ def test_processor_gives_the_same_alerts_as_the_core(make: Any) -> None:
     events = simulate(120, "can_leave_unsafe:g1@20s", "node_silent:g2@30s", "horizon_wedge:g1@60s",
                       "divergent_decision:g2@80s")
     expected = {(a.alert_id, a.status) for a in Monitor().run(events)}
-    tester = TwsTester(make(Limits(), LIVE), timeMode="ProcessingTime")
+    tester = TwsTester(make(Limits(), LIVE, BUCKETS), timeMode="ProcessingTime")
     rows = drive(tester, events, pandas=make is pandas_processor)
     assert alert_keys(rows) == expected
     kinds = {json.loads(r.payload)["kind"] for r in rows if r.out == "alert"}
     assert {"CAN_LEAVE_UNSAFE", "NODE_SILENT", "HORIZON_WEDGE", "DIVERGENT_DECISION"} <= kinds
     states = [json.loads(r.payload) for r in rows if r.out == "state"]
     assert {s["group"] for s in states} == {"g1", "g2"}
-    assert tester.peekValueState(STATE_NAME, "g1") is not None
+    kept = tester.peekValueState(STATE_NAME, bucket_of("g1", BUCKETS))
+    assert kept is not None and "g1" in json.loads(kept[0]) and kept[2] == BUCKETS
 
 
 def test_group_silent_fires_from_the_timer_with_no_input() -> None:
     events = simulate(30, groups=1)
-    tester = TwsTester(row_processor(Limits(), LIVE), timeMode="ProcessingTime")
+    tester = TwsTester(row_processor(Limits(), LIVE, BUCKETS), timeMode="ProcessingTime")
     drive(tester, events)
     last = max(e["ts_ms"] for e in events)
     assert tester.setProcessingTime(last + 16_000) == []
@@ -105,7 +120,7 @@ def test_node_silent_fires_with_no_input_at_all() -> None:
     events = simulate(40, "node_silent:g1@20s", groups=1)
     sim_start = min(e["ts_ms"] for e in events)
     cut = [e for e in events if e["ts_ms"] < sim_start + 23_000]  # n quiet from 20 s, all from 23 s
-    tester = TwsTester(row_processor(Limits(), LIVE), timeMode="ProcessingTime")
+    tester = TwsTester(row_processor(Limits(), LIVE, BUCKETS), timeMode="ProcessingTime")
     out = drive(tester, cut)
     assert not [r for r in out if r.out == "alert" and "NODE_SILENT" in r.payload]
     fired = []
@@ -117,33 +132,56 @@ def test_node_silent_fires_with_no_input_at_all() -> None:
 
 
 def test_dead_letters_pass_through_without_state() -> None:
-    from replimon.streaming.validate_arrow import DEAD_KEY
-
-    tester = TwsTester(row_processor(Limits(), LIVE), timeMode="ProcessingTime")
+    tester = TwsTester(row_processor(Limits(), LIVE, BUCKETS), timeMode="ProcessingTime")
     tester.setProcessingTime(1_000)
     letters = [{"topic": "replica.decisions", "partition": 1, "offset": 7, "raw_b64": "bm90IGpzb24=",
                 "reason": "not JSON", "kafka_ts": 900}]
-    out = tester.test(DEAD_KEY, [Row(group=DEAD_KEY, events=json.dumps(letters))])
+    out = tester.test(DEAD_BUCKET, [Row(bucket=DEAD_BUCKET, group=DEAD_KEY, events=json.dumps(letters))])
     assert [(r.out, r.id, r.ts_ms, json.loads(r.payload)) for r in out] == [
         ("dead", "replica.decisions:1:7", 900, letters[0])]
-    assert tester.peekValueState(STATE_NAME, DEAD_KEY) is None
-    assert list(tester.handle._timers.listTimers(DEAD_KEY)) == []
+    assert tester.peekValueState(STATE_NAME, DEAD_BUCKET) is None
+    assert list(tester.handle._timers.listTimers(DEAD_BUCKET)) == []
 
 
-def test_one_timer_per_group_known_to_its_state_and_rarely_moved() -> None:
-    """The state remembers the group's one registered timer (no listing), and a group that keeps
-    publishing costs no timer call on most batches: its early timer is kept until it fires."""
-    events = simulate(60, groups=2)
-    tester = TwsTester(row_processor(Limits(), LIVE), timeMode="ProcessingTime")
+def test_one_timer_per_bucket_known_to_its_state_and_rarely_moved() -> None:
+    """The state remembers its bucket's one registered timer (no listing), at or before the
+    earliest of its groups' next timers, and groups that keep publishing cost no timer call on most
+    batches: an early timer is kept until it fires."""
+    events = simulate(60, groups=4)
+    tester = TwsTester(row_processor(Limits(), LIVE, BUCKETS), timeMode="ProcessingTime")
     calls: list[str] = []
     handle = tester.handle
     register, delete = handle.registerTimer, handle.deleteTimer
     handle.registerTimer = lambda ts: (calls.append("register"), register(ts))[1]  # type: ignore[method-assign]
     handle.deleteTimer = lambda ts: (calls.append("delete"), delete(ts))[1]  # type: ignore[method-assign]
     drive(tester, events)
-    for group in ("g1", "g2"):
-        stored = tester.peekValueState(STATE_NAME, group)
+    buckets = {bucket_of(g, BUCKETS) for g in ("g1", "g2", "g3", "g4")}
+    for bucket in buckets:
+        stored = tester.peekValueState(STATE_NAME, bucket)
         assert stored is not None and stored[1] is not None
-        assert list(handle._timers.listTimers(group)) == [stored[1]]
+        assert list(handle._timers.listTimers(bucket)) == [stored[1]]
+        nexts = [kept[1] for kept in json.loads(stored[0]).values()]
+        assert stored[1] <= min(nexts)
     batches = 60
-    assert 2 <= calls.count("register") <= 2 * batches // 4, calls  # not one per group and batch
+    assert len(buckets) <= calls.count("register") <= len(buckets) * batches // 4, calls
+
+
+def test_a_changed_bucket_count_is_refused() -> None:
+    events = simulate(5, groups=1)
+    tester = TwsTester(row_processor(Limits(), LIVE, BUCKETS), timeMode="ProcessingTime")
+    drive(tester, events)
+    bucket = bucket_of("g1", BUCKETS)
+    other = TwsTester(row_processor(Limits(), LIVE, BUCKETS + 1), timeMode="ProcessingTime")
+    other.updateValueState(STATE_NAME, bucket, tester.peekValueState(STATE_NAME, bucket))
+    with pytest.raises(StateBucketsChanged, match="state_buckets is 3 but .* written with 2"):
+        other.test(bucket, packs_of([(0, events[-1])]))
+
+
+def test_bucket_of_is_spark_sqls_crc32(spark: Any) -> None:
+    """The Arrow validator's bucket_of and the SQL validator's pmod(crc32(...)) agree."""
+    from pyspark.sql import functions as F
+
+    names = ["g1", "g2", "db-eu.1:a", "x" * 128, "Z9._:-"]
+    df = spark.createDataFrame([(n,) for n in names], "group string")
+    got = {r.group: r.b for r in df.select("group", F.pmod(F.crc32(F.col("group").cast("binary")), F.lit(7)).alias("b")).collect()}
+    assert got == {n: bucket_of(n, 7) for n in names}
