@@ -169,7 +169,7 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
     def _advance(self, node: str, last: int, ev: dict[str, Any], src: Src) -> None:
         """The contiguous decided frontier moves to ``last`` (every decision up to it seen)."""
         if self.trusted and len(self.cmap.configs) > 1:
-            self._open_can_leave(node, last, ev, src)
+            self._open_can_leave(last, ev, src)
         self.decided = last
         ts = ev["ts_ms"]
         self.decided_ts = ts

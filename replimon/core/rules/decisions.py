@@ -98,7 +98,7 @@ class DecisionRules(GroupState):
             ev["ts_ms"], instance=last, node=node, evidence=[self.ref(ev, src)])
 
     # -- can_leave --------------------------------------------------------------------------------
-    def _open_can_leave(self, node: str, last: int, ev: dict[str, Any], src: Src) -> None:
+    def _open_can_leave(self, last: int, ev: dict[str, Any], src: Src) -> None:
         """Called when the decided frontier moves past ``self.decided`` up to ``last``."""
         for cfg in self.cmap.configs[1:]:
             cl = cfg.start + cfg.event_horizon
