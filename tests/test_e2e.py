@@ -38,13 +38,14 @@ from typing import Any
 
 import psycopg
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from replimon.core.alerts import INFO
 from replimon.core.limits import Limits
 from replimon.core.monitor import Monitor
 from replimon.producers.simulator import CATALOGUE, SimOptions, Simulator, parse_injection
 from tests.test_job import publish, replay, settings_for, simulate
+from tests.test_recovery import read_topic
 
 pytestmark = [pytest.mark.broker, pytest.mark.postgres, pytest.mark.timeout(900)]
 
@@ -108,29 +109,6 @@ def bad_records(events: list[dict[str, Any]]) -> list[tuple[str, bytes]]:
 def _consumer() -> dict[str, Any]:
     return {"group.id": f"e2e-{uuid.uuid4().hex}", "enable.auto.commit": False, "fetch.wait.max.ms": 50}
 
-
-def read_topic(bootstrap: str, topic: str) -> list[Any]:
-    """Every record of ``topic``, from offset 0 to EOF on each partition."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "enable.partition.eof": True, **_consumer()})
-    try:
-        meta = consumer.list_topics(topic, timeout=30).topics[topic]
-        assert meta.error is None, meta.error
-        consumer.assign([TopicPartition(topic, p, 0) for p in meta.partitions])
-        pending, out = set(meta.partitions), []
-        deadline = time.monotonic() + 60
-        while pending:
-            assert time.monotonic() < deadline, f"{topic}: no EOF on {sorted(pending)}"
-            for msg in consumer.consume(1000, timeout=0.2):
-                err = msg.error()
-                if err is None:
-                    out.append(msg)
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    pending.discard(msg.partition())
-                else:
-                    raise AssertionError(err)
-        return out
-    finally:
-        consumer.close()
 
 
 def read_at(bootstrap: str, refs: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], bytes]:
