@@ -58,10 +58,13 @@ def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: st
     limits = Limits.from_settings(settings)
     buckets = settings.streaming.state_buckets
     if settings.streaming.validator == "sql":
-        from replimon.streaming.validate import pack_events
+        from replimon.streaming.validate import pack_events as sql_pack
+
+        packed = sql_pack(raw, topic_types(settings), buckets)  # no clock rows: see docs/streaming.md
     else:
         from replimon.streaming.validate_arrow import pack_events
-    packed = pack_events(raw, topic_types(settings), buckets)
+
+        packed = pack_events(raw, topic_types(settings), buckets, clock=time_mode == LIVE)
     if time_mode == REPLAY:
         skew_s = max(1, int(round(limits.skew_ms / 1000)))
         packed = (packed.withColumn("event_time", F.timestamp_millis(F.col("event_ms")))

@@ -41,10 +41,10 @@ from typing import Any
 from replimon.core.alerts import Alert
 from replimon.core.limits import Limits
 from replimon.core.monitor import GroupMonitor
-from replimon.streaming.validate_arrow import DEAD_BUCKET
+from replimon.streaming.validate_arrow import CLOCK_KEY, DEAD_BUCKET
 
 STATE_NAME = "monitor_v3"
-STATE_SCHEMA = "groups STRING, timer LONG, buckets INT"
+STATE_SCHEMA = "groups STRING, timer LONG, buckets INT, clock_batch LONG, clock LONG"
 INPUT_COLUMNS = ("bucket", "group", "events")
 OUTPUT_SCHEMA = "out STRING, group_id STRING, id STRING, status STRING, ts_ms LONG, payload STRING"
 LIVE, REPLAY = "ProcessingTime", "EventTime"
@@ -92,20 +92,32 @@ class MonitorLogic:
         return int(timer_values.getCurrentWatermarkInMs())
 
     # -- state ------------------------------------------------------------------------------------
-    def load(self, state: Any) -> tuple[Groups, int | None]:
-        """The bucket's groups and its registered timer (one state call)."""
+    def load(self, state: Any) -> tuple[Groups, int | None, tuple[int, int] | None]:
+        """The bucket's groups, its registered timer and the input clock of the batch that last
+        brought rows (``(processing time, latest event time read)``): one state call."""
         value = state.get()
         if value is None or not value[0]:
-            return {}, None
+            return {}, None, None
         if value[2] != self.buckets:
             raise StateBucketsChanged(
                 f"streaming.state_buckets is {self.buckets} but this checkpoint's state was written "
                 f"with {value[2]}: it is pinned in the checkpoint (set it back, or start a new "
                 "checkpoint)")
-        return json.loads(value[0]), value[1]
+        clock = None if value[3] is None or value[4] is None else (value[3], value[4])
+        return json.loads(value[0]), value[1], clock
 
-    def save(self, state: Any, groups: Groups, timer: int | None) -> None:
-        state.update((_dumps(groups), timer, self.buckets))
+    def save(self, state: Any, groups: Groups, timer: int | None, clock: tuple[int, int] | None) -> None:
+        state.update((_dumps(groups), timer, self.buckets, *(clock or (None, None))))
+
+    def outside(self, now: int, clock: tuple[int, int] | None) -> int:
+        """The outside clock of this batch: in live mode the processing time, except while the
+        input read in this batch is behind it (a backlog after an outage or a restart): then the
+        latest event time read, as ``replimon check`` does, so a group whose events are still
+        in the backlog is not silent. A batch that brings no input at all keeps the processing
+        time: silences fire with no input."""
+        if self.time_mode == LIVE and clock is not None and clock[0] == now:
+            return min(now, clock[1])
+        return now
 
     def monitor(self, groups: Groups, name: str) -> GroupMonitor:
         kept = groups.get(name)
@@ -172,38 +184,50 @@ class MonitorLogic:
 
     # -- one bucket per call ----------------------------------------------------------------------
     def on_rows(self, handle: Any, state: Any, rows: Iterable[tuple[str, str]], now: int) -> list[tuple[Any, ...]]:
-        """``rows``: (group, pack) of one bucket in one micro-batch."""
+        """``rows``: (group, pack) of one bucket in one micro-batch, and clock rows
+        (``CLOCK_KEY``, latest event time read)."""
         by_group: dict[str, list[str]] = {}
+        read = -1
         for group, pack in rows:
-            by_group.setdefault(group, []).append(pack)
-        groups, timer = self.load(state)
+            if group == CLOCK_KEY:
+                read = max(read, int(pack))
+            else:
+                by_group.setdefault(group, []).append(pack)
+        groups, timer, _ = self.load(state)
         out: list[tuple[Any, ...]] = []
+        gms = []
         for name in sorted(by_group):
             gm = self.monitor(groups, name)
-            alerts = self.feed(gm, by_group[name], now)
-            alerts += self.due(gm, now)
+            out_alerts = self.feed(gm, by_group[name], now)
+            read = max(read, gm.clock)
+            gms.append((gm, out_alerts))
+        clock = (now, read) if read >= 0 else None
+        outside = self.outside(now, clock)
+        for gm, alerts in gms:
+            alerts += self.due(gm, outside)
             self.keep(groups, gm)
             out.extend(self.rows(gm, alerts, snapshot=True))
         # A registered timer at or before ``now`` fires after this data (Spark's order) and is
         # re-armed there; it counts as registered until then.
         timer = self.arm(handle, groups, now, timer)
-        self.save(state, groups, timer)
+        self.save(state, groups, timer, clock)
         return out
 
     def on_timer(self, handle: Any, state: Any, now: int) -> list[tuple[Any, ...]]:
-        groups, _ = self.load(state)
+        groups, _, clock = self.load(state)
+        outside = self.outside(now, clock)
         out: list[tuple[Any, ...]] = []
         for name in sorted(groups):
             when = groups[name][1]
-            if when is None or when > now:
+            if when is None or when > outside:
                 continue
             gm = self.monitor(groups, name)
-            alerts = gm.on_timer(now)
-            alerts += self.due(gm, now)
+            alerts = gm.on_timer(outside)
+            alerts += self.due(gm, outside)
             self.keep(groups, gm)
             out.extend(self.rows(gm, alerts, snapshot=bool(alerts)))
         timer = self.arm(handle, groups, now, None)  # the one that fired is gone
-        self.save(state, groups, timer)
+        self.save(state, groups, timer, clock)
         return out
 
     @staticmethod

@@ -16,6 +16,8 @@ from typing import Any
 DEAD_KEY = "#dead-letters"  # the group of dead-letter rows: never a group id (contract ids are
 # [A-Za-z0-9._:-])
 DEAD_BUCKET = -1  # their state key: it touches no state
+CLOCK_KEY = "#clock"  # the group of clock rows: the latest event time of an Arrow batch, sent to
+# every bucket (live mode: the outside clock while the job catches up on a backlog)
 PACKED_SCHEMA = "bucket int, group string, events string, event_ms long"
 
 
@@ -92,7 +94,7 @@ def split_events(df: Any, topic_types: dict[str, str]) -> tuple[Any, Any]:
     return valid, dead
 
 
-def _pack_batches(topic_types: dict[str, str], buckets: int) -> Any:
+def _pack_batches(topic_types: dict[str, str], buckets: int, clock: bool) -> Any:
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import base64
         import json
@@ -145,6 +147,12 @@ def _pack_batches(topic_types: dict[str, str], buckets: int) -> Any:
             keys = [bucket_of(g, buckets) for g in groups]
             texts = ["[" + ",".join(packs[g]) + "]" for g in groups]
             times = [latest[g] for g in groups]
+            if clock and times:
+                latest_ms = str(max(times))
+                keys.extend(range(buckets))
+                groups.extend([CLOCK_KEY] * buckets)
+                texts.extend([latest_ms] * buckets)
+                times.extend([0] * buckets)
             if dead:
                 keys.append(DEAD_BUCKET)
                 groups.append(DEAD_KEY)
@@ -158,14 +166,17 @@ def _pack_batches(topic_types: dict[str, str], buckets: int) -> Any:
     return run
 
 
-def pack_events(df: Any, topic_types: dict[str, str], buckets: int) -> Any:
+def pack_events(df: Any, topic_types: dict[str, str], buckets: int, clock: bool = False) -> Any:
     """One pass over the Kafka rows: per Arrow batch, one row per group with its valid events
     (``events``: a JSON array of ``{"t": topic, "p": partition, "o": offset, "e": event}``) and
     its state ``bucket`` (``bucket_of``), and one row with the dead letters (``{topic, partition,
     offset, raw_b64, reason, kafka_ts}``; group ``DEAD_KEY``, bucket ``DEAD_BUCKET``);
-    ``event_ms``: the latest event time of the row (0 for dead letters).
+    ``event_ms``: the latest event time of the row (0 for dead letters). With ``clock``, each Arrow
+    batch with valid events also sends every bucket a row ``(bucket, CLOCK_KEY, "<its latest event
+    time>")``: how far the input has been read, which the live processor uses as its outside clock
+    while that is behind the processing time (a backlog).
 
     Packing cuts the rows the stateful operator handles (its cost is per row and per key, not per
     byte) and the source is read once (a union of a valid and a dead branch read it twice)."""
     return df.select("value", "topic", "partition", "offset", "timestamp").mapInArrow(
-        _pack_batches(dict(topic_types), buckets), PACKED_SCHEMA)
+        _pack_batches(dict(topic_types), buckets, clock), PACKED_SCHEMA)

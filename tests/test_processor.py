@@ -19,7 +19,7 @@ from replimon.streaming.processor import (
     pandas_processor,
     row_processor,
 )
-from replimon.streaming.validate_arrow import DEAD_BUCKET, DEAD_KEY, bucket_of
+from replimon.streaming.validate_arrow import CLOCK_KEY, DEAD_BUCKET, DEAD_KEY, bucket_of
 
 pytest.importorskip("pyspark.sql.streaming.tws_tester")
 from pyspark.sql import Row  # noqa: E402
@@ -185,3 +185,79 @@ def test_bucket_of_is_spark_sqls_crc32(spark: Any) -> None:
     df = spark.createDataFrame([(n,) for n in names], "group string")
     got = {r.group: r.b for r in df.select("group", F.pmod(F.crc32(F.col("group").cast("binary")), F.lit(7)).alias("b")).collect()}
     assert got == {n: bucket_of(n, 7) for n in names}
+
+
+class _State:
+    def __init__(self) -> None:
+        self.value: tuple[Any, ...] | None = None
+
+    def get(self) -> tuple[Any, ...] | None:
+        return self.value
+
+    def update(self, value: tuple[Any, ...]) -> None:
+        self.value = value
+
+
+class _Handle:
+    def __init__(self) -> None:
+        self.timers: set[int] = set()
+
+    def registerTimer(self, ts: int) -> None:  # noqa: N802
+        self.timers.add(ts)
+
+    def deleteTimer(self, ts: int) -> None:  # noqa: N802
+        self.timers.discard(ts)
+
+
+def spark_order(logic: Any, batches: list[tuple[int, list[dict[str, Any]]]], clock_rows: bool) -> list[tuple[Any, ...]]:
+    """Micro-batches in Spark's order: each bucket's rows, then the timers due at the batch's
+    processing time (``MonitorLogic`` with in-memory state and timers per bucket)."""
+    states: dict[int, _State] = defaultdict(_State)
+    handles: dict[int, _Handle] = defaultdict(_Handle)
+    out: list[tuple[Any, ...]] = []
+    for now, evs in batches:
+        rows: dict[int, list[tuple[str, str]]] = defaultdict(list)
+        for i, ev in enumerate(evs):
+            rows[bucket_of(ev["group"], logic.buckets)].append((ev["group"], "[" + item(ev, i) + "]"))
+        if clock_rows and evs:
+            for b in range(logic.buckets):
+                rows[b].append((CLOCK_KEY, str(max(e["ts_ms"] for e in evs))))
+        for b in sorted(rows):
+            out += logic.on_rows(handles[b], states[b], rows[b], now)
+        for b in sorted(handles):
+            due = [t for t in handles[b].timers if t <= now]
+            if due:
+                handles[b].timers.difference_update(due)
+                out += logic.on_timer(handles[b], states[b], now)
+    return out
+
+
+def test_a_backlog_after_an_outage_raises_no_false_silence() -> None:
+    """Live, after an outage: 60 s of events read in 5 s micro-batches, ten minutes after they
+    happened; g3 (alone in its bucket) paused 12 s, less than GROUP_SILENT's threshold, so two
+    batches bring nothing of it. Each batch's outside clock is how far the input has been read
+    (the clock rows every bucket gets), not the processing time, so no group is silent because
+    its next events are still in the backlog: the alerts are check's. Without the clock rows the
+    processing time makes g3 silent."""
+    from replimon.streaming.processor import MonitorLogic
+
+    buckets = 7  # g1, g2, g3 in buckets of their own
+    assert len({bucket_of(g, buckets) for g in ("g1", "g2", "g3")}) == 3
+    events = simulate(60, "beyond_horizon:g1@20s", groups=3)
+    start = min(e["ts_ms"] for e in events)
+    pause = (start + 25_000, 12_000)
+    events = [{**e, "ts_ms": e["ts_ms"] + pause[1]} if e["group"] == "g3" and e["ts_ms"] >= pause[0] else e
+              for e in events]
+    events.sort(key=lambda e: e["ts_ms"])
+    end = max(e["ts_ms"] for e in events)
+    batches = [(end + 600_000 + b * 1000, [e for e in events if start + b * 5_000 <= e["ts_ms"] < start + (b + 1) * 5_000])
+               for b in range(15)]  # to the end of the input: live would then find every group silent
+    assert not [e for e in events if e["group"] == "g3" and start + 25_000 <= e["ts_ms"] < start + 35_000]
+    want = {(a.alert_id, a.status) for a in Monitor().run(events)}
+    assert "GROUP_SILENT" not in {a.kind for a in Monitor().run(events)}
+    got = spark_order(MonitorLogic(Limits(), LIVE, buckets), batches, clock_rows=True)
+    kinds = {(r[2], r[3]): json.loads(r[5])["kind"] for r in got if r[0] == "alert"}
+    check = {(a.alert_id, a.status): a.kind for a in Monitor().run(events)}
+    assert set(kinds) == want, ([kinds[k] for k in set(kinds) - want], [check[k] for k in want - set(kinds)])
+    blind = spark_order(MonitorLogic(Limits(), LIVE, buckets), batches, clock_rows=False)
+    assert "GROUP_SILENT" in {json.loads(r[5])["kind"] for r in blind if r[0] == "alert"}
