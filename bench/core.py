@@ -46,6 +46,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from report import render_tables  # bench/report.py (the scripts run from bench/)
+
 from replimon.contract import Invalid, parse_event
 from replimon.core.monitor import Monitor
 from replimon.core.rules.base import FIRED_MEMORY
@@ -492,30 +494,7 @@ def tables(res: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
 
 
 def render(res: dict[str, Any], stream: Any = None) -> None:
-    stream = stream or sys.stdout
-    if stream.isatty():
-        from rich.console import Console
-        from rich.table import Table
-
-        console = Console(file=stream)
-        for title, header, rows in tables(res):
-            table = Table(title=title, show_header=any(header), title_justify="left")
-            for i, h in enumerate(header):
-                table.add_column(h, justify="right" if i and len(header) > 2 else "left")
-            for row in rows:
-                table.add_row(*row)
-            console.print(table)
-        return
-    for title, header, rows in tables(res):
-        print(f"\n{title}", file=stream)
-        body = [header, *rows] if any(header) else rows
-        widths = [max(len(r[i]) for r in body) for i in range(len(header))]
-        for n, row in enumerate(body):
-            cells = [c.ljust(widths[i]) if i == 0 or len(header) == 2 else c.rjust(widths[i])
-                     for i, c in enumerate(row)]
-            print("  " + "  ".join(cells).rstrip(), file=stream)
-            if n == 0 and any(header):
-                print("  " + "  ".join("-" * x for x in widths), file=stream)
+    render_tables(tables(res), stream)
 
 
 # -- main ----------------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "core.py"
 
 
@@ -51,3 +53,63 @@ def test_bench_core_quick_writes_json(tmp_path: Path) -> None:
         assert sc["state_json_bytes_series"]
 
     assert isinstance(res["workload"]["alerts"], dict)  # kind/status -> count, shown in the table
+
+
+# bench/pipeline.py: the cheap part by default; the whole --quick run (Spark) only with -m slow.
+PIPELINE = Path(__file__).resolve().parents[1] / "bench" / "pipeline.py"
+
+
+def test_bench_pipeline_quick_no_spark_writes_json(tmp_path: Path) -> None:
+    """bench/pipeline.py without the services (traces at a set rate, the core ceiling): seconds."""
+    out = tmp_path / "results" / "pipeline.json"
+    proc = subprocess.run(
+        [sys.executable, str(PIPELINE), "--quick", "--no-spark", "--out", str(out)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "core chain" in proc.stdout
+    res = json.loads(out.read_text(encoding="utf-8"))
+
+    assert res["benchmark"] == "pipeline" and res["quick"] is True
+    for key in ("cpu_count", "python", "date", "load_average_at_start_1_5_15", "load_average_at_end_1_5_15"):
+        assert key in res["machine"]
+    assert res["settings"]["nodes"] == 5 and res["targets"] is None
+    (g,) = res["groups"]
+    (w,) = g["workload"].values()
+    # The trace's rate is set by calibration, not hoped for: within 10% of the target.
+    assert abs(w["events_per_s"] - res["settings"]["rates"][0]) <= 0.1 * res["settings"]["rates"][0]
+    assert w["faults"] == res["settings"]["faults"] and sum(w["types"].values()) == w["events"]
+    for name in ("chain", "monitor", "parse_event"):
+        assert g["core"]["events_per_s"][name]["median"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.broker
+@pytest.mark.postgres
+@pytest.mark.timeout(900)
+def test_bench_pipeline_quick_writes_json(tmp_path: Path) -> None:
+    """The whole of bench/pipeline.py --quick: broker, PostgreSQL, Spark (minutes on 2 cores)."""
+    out = tmp_path / "results" / "pipeline.json"
+    proc = subprocess.run(
+        [sys.executable, str(PIPELINE), "--quick", "--out", str(out)],
+        capture_output=True, text=True, timeout=850, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Sustained, live" in proc.stdout
+    res = json.loads(out.read_text(encoding="utf-8"))
+    (g,) = res["groups"]
+    rec = g["recorded"]
+    (cap,) = rec["capacity"]
+    (rep,) = rec["replay"]
+    assert cap["error"] is None and cap["steady_batches"] >= 1 and cap["events_per_s"] > 0
+    assert rep["error"] is None and rep["completed"] and rep["rows_read"] == rec["events"]
+    (rate,) = g["sustained"]
+    (run,) = rate["runs"]
+    assert run["error"] is None and run["drained"], run
+    assert isinstance(run["keeps_up"], bool) and set(run["criteria"]) == {
+        "rate_matched", "backlog_bounded", "batch_ms_within_trigger"}
+    assert run["published_total"] > 0 and run["batches_in_window"] >= 1
+    # Every injected fault raised its alert, and the latency of each was measured.
+    assert run["fault_alerts"]["found"] == run["fault_alerts"]["injected"] > 0
+    assert run["latency_s"]["inserted"]["n"] >= run["fault_alerts"]["injected"]
+    assert set(run["cpu"]["cores"]) >= {"driver", "jvm", "python_workers", "broker", "postgres", "publisher"}
