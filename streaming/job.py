@@ -36,7 +36,11 @@ def read_source(spark: Any, settings: Any, *, starting: str = "earliest", ending
               .option("kafka.bootstrap.servers", settings.kafka.bootstrap_servers)
               .option("startingOffsets", starting)
               .option("failOnDataLoss", "false"))
-    reader = reader.option("alignTimestamps", "true") if name == "replimon-kafka" else reader  # capped batches cut all topics at one record time (docs/kafka-source.md)
+    if name == "replimon-kafka":
+        # Capped batches cut all topics at one record time; few tasks, each reading several
+        # topic-partitions (docs/kafka-source.md).
+        tasks = settings.streaming.source_partitions or spark.sparkContext.defaultParallelism
+        reader = reader.option("alignTimestamps", "true").option("maxPartitions", str(tasks))
     limit = max_offsets if max_offsets is not None else settings.streaming.max_offsets_per_trigger
     if limit:
         reader = reader.option("maxOffsetsPerTrigger", str(limit))

@@ -693,3 +693,46 @@ def test_align_timestamps_with_spark_available_now(spark: Any, broker: EmbeddedB
         assert 1 <= len(batch) <= 700
         assert not later or max(batch.values()) < min(later), f"batch {i} is not a time slice"
     assert len(got) == -(-len(sent) // 700)
+
+
+# -- maxPartitions: few tasks, each reading several topic-partitions --------------------------------
+def test_pack_ranges_balances_and_keeps_every_range_once() -> None:
+    from replimon.streaming.sources.kafka import pack_ranges
+
+    ranges = [("a", p, 0, n) for p, n in enumerate((900, 10, 400, 400, 50, 1, 300))] + [("b", 0, 5, 505)]
+    bins = pack_ranges(ranges, 3)
+    assert len(bins) == 3
+    assert sorted(r for b in bins for r in b) == sorted(ranges)
+    loads = sorted(sum(r[3] - r[2] for r in b) for b in bins)
+    assert loads == [811, 850, 900]  # largest first onto the lightest: as even as it gets here
+    assert pack_ranges(ranges, 3) == bins  # deterministic
+    assert pack_ranges(ranges[:2], 5) == [[ranges[0]], [ranges[1]]]
+
+
+def test_max_partitions_reads_every_record_in_few_tasks(spark: Any, broker: EmbeddedBroker,
+                                                       topic_prefix: str, tmp_path: Path) -> None:
+    bootstrap = broker.bootstrap_servers
+    topics = [topic_prefix + "x", topic_prefix + "y"]
+    broker.create_topics(topics, partitions=4)
+    sent = sorted(fill(bootstrap, topics[0], 4, 800) + fill(bootstrap, topics[1], 4, 333))
+    tasks: list[int] = []
+
+    def collect(df: Any, batch_id: int) -> None:
+        tasks.append(df.rdd.getNumPartitions())
+        rows = df.select("topic", "partition", "offset", "value").collect()
+        got.extend((r.topic, r.partition, r.offset, bytes(r.value)) for r in rows)
+
+    got: list[Rec] = []
+    query = (reader(spark, bootstrap, subscribe=",".join(topics), startingOffsets="earliest",
+                    maxPartitions=2, maxOffsetsPerTrigger=600)
+             .writeStream.foreachBatch(collect).trigger(availableNow=True)
+             .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    assert query.awaitTermination(TIMEOUT) and query.exception() is None
+    assert sorted(got) == sent  # nothing lost, nothing twice
+    assert len(tasks) >= 2 and max(tasks) <= 2  # 8 topic-partitions in at most 2 tasks per batch
+
+
+def test_min_partitions_above_max_partitions_is_refused() -> None:
+    with pytest.raises(KafkaOptionError, match="'minPartitions' .* larger than 'maxPartitions'"):
+        parse_options({"subscribe": "t", "kafka.bootstrap.servers": "x:1", "minPartitions": "4",
+                       "maxPartitions": "2"})

