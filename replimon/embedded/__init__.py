@@ -7,7 +7,9 @@ both. Everything binds to 127.0.0.1 on free ports, so several instances can run 
 
 from __future__ import annotations
 
+import shutil
 import socket
+import sys
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -21,9 +23,22 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+def die_with_parent(cmd: list[str], signame: str) -> list[str]:
+    """``cmd`` run so that the kernel sends it ``signame`` when the process that started it dies
+    (Linux ``PR_SET_PDEATHSIG`` through util-linux ``setpriv``, which then executes ``cmd`` under
+    the same pid): a test run or a job killed with SIGKILL leaves no broker or database behind.
+    Unchanged where ``setpriv`` is missing. The signal follows the starting *thread*: start the
+    servers from a thread that outlives them (the main thread does)."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None or not sys.platform.startswith("linux"):
+        return cmd
+    return [setpriv, "--pdeathsig", signame, "--", *cmd]
+
+
 # Imported after free_port is defined because both modules use it (lazily, see there).
 from replimon.embedded.broker import EmbeddedBroker, true_end_offsets  # noqa: E402
 from replimon.embedded.postgres import EmbeddedPostgres  # noqa: E402
 from replimon.embedded.stack import EmbeddedStack  # noqa: E402
 
-__all__ = ["EmbeddedBroker", "EmbeddedPostgres", "EmbeddedStack", "free_port", "true_end_offsets"]
+__all__ = ["EmbeddedBroker", "EmbeddedPostgres", "EmbeddedStack", "die_with_parent", "free_port",
+           "true_end_offsets"]

@@ -54,7 +54,7 @@ from types import TracebackType
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from replimon.embedded import free_port
+from replimon.embedded import die_with_parent, free_port
 
 HOST = "127.0.0.1"
 # Environment variables Tansu reads that would change its behaviour behind our back.
@@ -144,8 +144,8 @@ class EmbeddedBroker:
         env["NO_COLOR"] = "1"  # plain text log
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
-                 "--storage-engine", "memory://tansu/"],
+                die_with_parent([binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+                                 "--storage-engine", "memory://tansu/"], "TERM"),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 cwd=self._dir,  # Tansu may read a .env file from its working directory
                 env=env, start_new_session=True)

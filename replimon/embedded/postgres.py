@@ -31,7 +31,7 @@ from typing import Any
 
 import psycopg
 
-from replimon.embedded import free_port
+from replimon.embedded import die_with_parent, free_port
 
 HOST = "127.0.0.1"
 SUPERUSER = "postgres"
@@ -202,7 +202,8 @@ class EmbeddedPostgres:
         for key, value in settings.items():
             cmd += ["-c", f"{key}={value}"]
         with open(self.log_path, "ab") as log:
-            self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
+            # SIGINT: PostgreSQL's fast shutdown (its sessions' client is gone with the parent).
+            self._proc = subprocess.Popen(die_with_parent(cmd, "INT"), stdin=subprocess.DEVNULL, stdout=log,
                                           stderr=subprocess.STDOUT, start_new_session=True,
                                           **self._child_kwargs())
 
