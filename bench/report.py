@@ -26,7 +26,8 @@ def render_tables(tables: list[tuple[str, list[str], list[list[str]]]], stream: 
     for title, header, rows in tables:
         print(f"\n{title}", file=stream)
         body = [header, *rows] if any(header) else rows
-        widths = [max(len(r[i]) for r in body) for i in range(len(header))]
+        ncols = max(len(r) for r in body)  # a two-column list has an empty header
+        widths = [max(len(r[i]) for r in body if i < len(r)) for i in range(ncols)]
         for n, row in enumerate(body):
             cells = [c.ljust(widths[i]) if i == 0 or len(header) == 2 else c.rjust(widths[i])
                      for i, c in enumerate(row)]
