@@ -2,9 +2,10 @@
 
 Spark only carries events to ``replimon.core`` and keeps its state. Groups share state keys:
 each group belongs to one of ``streaming.state_buckets`` buckets (``bucket_of``: CRC-32 of its
-name), and each bucket has one ValueState (``monitor_v3``: its groups' ``to_state()`` and next
-timers as one JSON object, the time of the bucket's registered timer, and the bucket count, which
-is pinned in the checkpoint; the name changes when the shape does) and at most one timer.
+name), and each bucket has one ValueState (``monitor_v4``: its groups' ``to_state()`` JSON and
+next timers, one line a group, the time of the bucket's registered timer, the bucket count, which
+is pinned in the checkpoint, and the input clock of its last batch; the name changes when the
+shape does) and at most one timer.
 
 Input rows are packs (``replimon.streaming.validate_arrow.pack_events``): a group and a JSON array
 of its events ``{"t": topic, "p": partition, "o": offset, "e": event}``. Rows of ``DEAD_BUCKET``
@@ -43,15 +44,30 @@ from replimon.core.limits import Limits
 from replimon.core.monitor import GroupMonitor
 from replimon.streaming.validate_arrow import CLOCK_KEY, DEAD_BUCKET
 
-STATE_NAME = "monitor_v3"
+STATE_NAME = "monitor_v4"
 STATE_SCHEMA = "groups STRING, timer LONG, buckets INT, clock_batch LONG, clock LONG"
 INPUT_COLUMNS = ("bucket", "group", "events")
 OUTPUT_SCHEMA = "out STRING, group_id STRING, id STRING, status STRING, ts_ms LONG, payload STRING"
 LIVE, REPLAY = "ProcessingTime", "EventTime"
 DEFAULT_BUCKETS = 64
 
-# A bucket's groups as kept in its state: name -> [the core's to_state(), its next_timer()].
+# A bucket's groups as kept in its state: name -> [the core's to_state() as JSON text, its
+# next_timer()]. Stored as one line a group, "name<TAB>next<TAB>json" (JSON text has no raw tab
+# or newline, nor have group ids): a batch parses and re-serialises only the groups it touches,
+# the others' text passes through as it is.
 Groups = dict[str, list[Any]]
+
+
+def parse_groups(text: str) -> Groups:
+    groups: Groups = {}
+    for line in text.split("\n") if text else ():
+        name, when, kept = line.split("\t", 2)
+        groups[name] = [kept, int(when) if when else None]
+    return groups
+
+
+def format_groups(groups: Groups) -> str:
+    return "\n".join(f"{name}\t{'' if when is None else when}\t{kept}" for name, (kept, when) in groups.items())
 
 
 class StateBucketsChanged(RuntimeError):
@@ -104,10 +120,10 @@ class MonitorLogic:
                 f"with {value[2]}: it is pinned in the checkpoint (set it back, or start a new "
                 "checkpoint)")
         clock = None if value[3] is None or value[4] is None else (value[3], value[4])
-        return json.loads(value[0]), value[1], clock
+        return parse_groups(value[0]), value[1], clock
 
     def save(self, state: Any, groups: Groups, timer: int | None, clock: tuple[int, int] | None) -> None:
-        state.update((_dumps(groups), timer, self.buckets, *(clock or (None, None))))
+        state.update((format_groups(groups), timer, self.buckets, *(clock or (None, None))))
 
     def outside(self, now: int, clock: tuple[int, int] | None) -> int:
         """The outside clock of this batch: in live mode the processing time, except while the
@@ -123,11 +139,11 @@ class MonitorLogic:
         kept = groups.get(name)
         if kept is None:
             return GroupMonitor(name, self.limits)
-        return GroupMonitor.from_state(kept[0], self.limits)
+        return GroupMonitor.from_state(json.loads(kept[0]), self.limits)
 
     @staticmethod
     def keep(groups: Groups, gm: GroupMonitor) -> None:
-        groups[gm.group] = [gm.to_state(), gm.next_timer()]
+        groups[gm.group] = [_dumps(gm.to_state()), gm.next_timer()]
 
     # -- the core ---------------------------------------------------------------------------------
     def feed(self, gm: GroupMonitor, packs: Iterable[str], now: int) -> list[Alert]:
@@ -193,6 +209,8 @@ class MonitorLogic:
                 read = max(read, int(pack))
             else:
                 by_group.setdefault(group, []).append(pack)
+        if not by_group:
+            return self._clock_only(state, now, read)
         groups, timer, _ = self.load(state)
         out: list[tuple[Any, ...]] = []
         gms = []
@@ -212,6 +230,17 @@ class MonitorLogic:
         timer = self.arm(handle, groups, now, timer)
         self.save(state, groups, timer, clock)
         return out
+
+    def _clock_only(self, state: Any, now: int, read: int) -> list[tuple[Any, ...]]:
+        """Only clock rows for this bucket: keep the input clock for this batch's timers; the
+        groups and the timer are unchanged (their text is not even parsed)."""
+        value = state.get()
+        if value is None or not value[0]:
+            return []  # no group yet: no timer to judge
+        if value[2] != self.buckets:
+            self.load(state)  # raises StateBucketsChanged
+        state.update((value[0], value[1], self.buckets, now, read))
+        return []
 
     def on_timer(self, handle: Any, state: Any, now: int) -> list[tuple[Any, ...]]:
         groups, _, clock = self.load(state)

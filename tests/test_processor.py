@@ -17,6 +17,7 @@ from replimon.streaming.processor import (
     STATE_NAME,
     StateBucketsChanged,
     pandas_processor,
+    parse_groups,
     row_processor,
 )
 from replimon.streaming.validate_arrow import CLOCK_KEY, DEAD_BUCKET, DEAD_KEY, bucket_of
@@ -101,7 +102,7 @@ def test_processor_gives_the_same_alerts_as_the_core(make: Any) -> None:
     states = [json.loads(r.payload) for r in rows if r.out == "state"]
     assert {s["group"] for s in states} == {"g1", "g2"}
     kept = tester.peekValueState(STATE_NAME, bucket_of("g1", BUCKETS))
-    assert kept is not None and "g1" in json.loads(kept[0]) and kept[2] == BUCKETS
+    assert kept is not None and "g1" in parse_groups(kept[0]) and kept[2] == BUCKETS
 
 
 def test_group_silent_fires_from_the_timer_with_no_input() -> None:
@@ -160,7 +161,7 @@ def test_one_timer_per_bucket_known_to_its_state_and_rarely_moved() -> None:
         stored = tester.peekValueState(STATE_NAME, bucket)
         assert stored is not None and stored[1] is not None
         assert list(handle._timers.listTimers(bucket)) == [stored[1]]
-        nexts = [kept[1] for kept in json.loads(stored[0]).values()]
+        nexts = [kept[1] for kept in parse_groups(stored[0]).values()]
         assert stored[1] <= min(nexts)
     batches = 60
     assert len(buckets) <= calls.count("register") <= len(buckets) * batches // 4, calls
@@ -261,3 +262,12 @@ def test_a_backlog_after_an_outage_raises_no_false_silence() -> None:
     assert set(kinds) == want, ([kinds[k] for k in set(kinds) - want], [check[k] for k in want - set(kinds)])
     blind = spark_order(MonitorLogic(Limits(), LIVE, buckets), batches, clock_rows=False)
     assert "GROUP_SILENT" in {json.loads(r[5])["kind"] for r in blind if r[0] == "alert"}
+
+
+def test_groups_text_round_trips_and_passes_untouched_groups_through() -> None:
+    from replimon.streaming.processor import format_groups
+
+    groups = {"g1": ['{"v":1,"a":"x\\ty"}', 123], "db.eu-2:a": ["{}", None]}
+    text = format_groups(groups)
+    assert parse_groups(text) == groups and format_groups(parse_groups(text)) == text
+    assert parse_groups("") == {}
