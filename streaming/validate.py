@@ -1128,8 +1128,7 @@ def split_events(
     return valid, dead
 
 
-def pack_events(df: DataFrame, topic_types: Mapping[str, str] | None = DEFAULT_TOPIC_TYPES,
-                buckets: int = 64) -> DataFrame:
+def pack_events(df: DataFrame, topic_types: Mapping[str, str] | None, buckets: int) -> DataFrame:
     """The job's single-pass form (``replimon.streaming.validate_arrow.pack_events``' columns):
     ``bucket`` (the same ``bucket_of``), ``group`` (``DEAD_KEY`` for a dead letter), ``events`` (a
     JSON array of one item: the valid event with its topic, partition and offset, or the dead

@@ -42,7 +42,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -661,18 +661,13 @@ class KafkaClient:
         highs = self._list_offsets(tps, OffsetSpec.latest())
         return {tp: (lows[tp], highs[tp]) for tp in tps}
 
-    def true_ends(self, marks: Mapping[TP, tuple[int, int]]) -> dict[TP, int]:
-        """The offset after the last readable record of every partition (isolation level as
-        configured): fetch from one record before the reported end until PARTITION_EOF."""
-        ends: dict[TP, int] = {}
-        starts: dict[TP, int] = {}
-        for tp, (low, high) in marks.items():
-            if high <= low:  # empty; a non-empty partition always reports > low
-                ends[tp] = max(low, high)
-            else:
-                starts[tp] = max(low, high - 1)
-        if not starts:
-            return ends
+    def _read_until(self, starts: Mapping[TP, int],
+                    on_record: Callable[[TP, int, Any, Any], bool], what: str,
+                    on_idle: Callable[[set[TP]], None] | None = None) -> None:
+        """Read the partitions from ``starts`` until ``on_record(tp, offset, error, msg)`` has
+        said True (done) for each; ``on_idle(pending)`` after ``_IDLE_CHECK_S`` without a record
+        (it may drop partitions from ``pending``). Client-level errors raise; so does no end
+        within ``kafkaConsumer.pollTimeoutMs``."""
         consumer = self.consumer
         consumer.assign([TopicPartition(t, p, off) for (t, p), off in sorted(starts.items())])
         try:
@@ -688,36 +683,57 @@ class KafkaClient:
                         if err is not None and msg.topic() is None:  # a client-level event
                             _check_error(err)
                         continue
-                    if err is None:
-                        ends[tp] = max(ends.get(tp, starts[tp]), off + 1)
-                    elif err.code() == KafkaError._PARTITION_EOF:
-                        if off < starts[tp]:
-                            continue  # not from this assignment (a truncation shows below)
-                        ends[tp] = max(ends.get(tp, off), off)
+                    if on_record(tp, off, err, msg):
                         pending.discard(tp)
-                    elif err.code() in _OUT_OF_RANGE:  # truncated under us
-                        ends[tp] = marks[tp][1]
-                        pending.discard(tp)
-                    else:
-                        _check_error(err)
                 now = time.monotonic()
                 if msgs:
                     last_progress = now
-                elif now - last_progress > _IDLE_CHECK_S:
-                    # A fetch past the end gets neither records nor EOF on Tansu: the cached
-                    # high watermark (from the fetch response) tells.
-                    for tp in sorted(pending):
-                        high = consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)[1]
-                        if 0 <= high <= starts[tp]:
-                            ends[tp] = high
-                            pending.discard(tp)
+                elif on_idle is not None and now - last_progress > _IDLE_CHECK_S:
+                    on_idle(pending)
                     last_progress = now
                 if pending and now > deadline:
-                    raise TimeoutError(f"{SOURCE_NAME}: no end of partition reached within "
-                                       f"{self.opts.poll_timeout_s} s for {sorted(pending)} "
-                                       "(see kafkaConsumer.pollTimeoutMs)")
+                    raise TimeoutError(f"{SOURCE_NAME}: {what} within {self.opts.poll_timeout_s} s "
+                                       f"for {sorted(pending)} (see kafkaConsumer.pollTimeoutMs)")
         finally:
             consumer.unassign()
+
+    def true_ends(self, marks: Mapping[TP, tuple[int, int]]) -> dict[TP, int]:
+        """The offset after the last readable record of every partition (isolation level as
+        configured): fetch from one record before the reported end until PARTITION_EOF."""
+        ends: dict[TP, int] = {}
+        starts: dict[TP, int] = {}
+        for tp, (low, high) in marks.items():
+            if high <= low:  # empty; a non-empty partition always reports > low
+                ends[tp] = max(low, high)
+            else:
+                starts[tp] = max(low, high - 1)
+        if not starts:
+            return ends
+        def on_record(tp: TP, off: int, err: Any, msg: Any) -> bool:
+            if err is None:
+                ends[tp] = max(ends.get(tp, starts[tp]), off + 1)
+                return False
+            if err.code() == KafkaError._PARTITION_EOF:
+                if off < starts[tp]:
+                    return False  # not from this assignment (a truncation shows below)
+                ends[tp] = max(ends.get(tp, off), off)
+                return True
+            if err.code() in _OUT_OF_RANGE:  # truncated under us
+                ends[tp] = marks[tp][1]
+                return True
+            _check_error(err)
+            return False
+
+        def on_idle(pending: set[TP]) -> None:
+            # A fetch past the end gets neither records nor EOF on Tansu: the cached high
+            # watermark (from the fetch response) tells.
+            for tp in sorted(pending):
+                high = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)[1]
+                if 0 <= high <= starts[tp]:
+                    ends[tp] = high
+                    pending.discard(tp)
+
+        self._read_until(starts, on_record, "no end of partition reached", on_idle)
         return ends
 
     def timestamp_offsets(self, wanted: Mapping[TP, int], marks: Mapping[TP, tuple[int, int]],
@@ -745,41 +761,26 @@ class KafkaClient:
                 starts[tp] = max(tpo.offset, low)
         if not starts:
             return out
-        consumer = self.consumer
-        consumer.assign([TopicPartition(t, p, off) for (t, p), off in sorted(starts.items())])
-        try:
-            pending = set(starts)
-            deadline = self._deadline()
-            while pending:
-                for msg in consumer.consume(10_000, timeout=0.05):
-                    tp, off = _where(msg)
-                    err = msg.error()
-                    if tp not in pending:
-                        if err is not None and msg.topic() is None:  # a client-level event
-                            _check_error(err)
-                        continue
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF and off < starts[tp]:
-                            continue  # not from this assignment
-                        if err.code() == KafkaError._PARTITION_EOF or err.code() in _OUT_OF_RANGE:
-                            out[tp] = None
-                            pending.discard(tp)
-                            continue
-                        _check_error(err)
-                        continue
-                    if off < starts[tp]:
-                        continue
-                    if msg.timestamp()[1] >= wanted[tp]:
-                        out[tp] = off
-                        pending.discard(tp)
-                    elif off + 1 >= ends[tp]:
-                        out[tp] = None
-                        pending.discard(tp)
-                if pending and time.monotonic() > deadline:
-                    raise TimeoutError(f"{SOURCE_NAME}: timestamp lookup did not finish within "
-                                       f"{self.opts.poll_timeout_s} s for {sorted(pending)}")
-        finally:
-            consumer.unassign()
+        def on_record(tp: TP, off: int, err: Any, msg: Any) -> bool:
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF and off < starts[tp]:
+                    return False  # not from this assignment
+                if err.code() == KafkaError._PARTITION_EOF or err.code() in _OUT_OF_RANGE:
+                    out[tp] = None
+                    return True
+                _check_error(err)
+                return False
+            if off < starts[tp]:
+                return False
+            if msg.timestamp()[1] >= wanted[tp]:
+                out[tp] = off
+                return True
+            if off + 1 >= ends[tp]:
+                out[tp] = None
+                return True
+            return False
+
+        self._read_until(starts, on_record, "timestamp lookup did not finish")
         return out
 
     def record_timestamps(self, wanted: Mapping[TP, int],
