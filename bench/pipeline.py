@@ -656,7 +656,7 @@ class Bench:
 
         started = time.time()
         query = start_query(self.spark, settings, run_id=run_id, checkpoint=str(self.workdir / "ckpt" / run_id),
-                            observers=[observe], pg=sink, kafka_out=True, **kw)
+                            observers=[observe], pg=sink, kafka_out=True, metrics_listener=False, **kw)
         return Run(query, sink, listener, run_id, started, committed)
 
     def finish(self, run: Run, timeout: float = 120.0) -> str | None:

@@ -216,7 +216,8 @@ def start_job(settings: Settings, stack: Any, view: MonitorView, console: Consol
         "kafka": settings.kafka.model_copy(update={"bootstrap_servers": stack.bootstrap_servers}),
         "postgres": settings.postgres.model_copy(update={"dsn": stack.dsn}),
     })
-    spark = get_session(local.streaming.master, local.streaming.shuffle_partitions)
+    spark = get_session(local.streaming.master, local.streaming.shuffle_partitions,
+                        **local.streaming.spark_conf)
     pg = PostgresSink(stack.dsn, run_id="live")
     ckpt = tempfile.mkdtemp(prefix="replimon-demo-ckpt-")
     query = start_query(spark, local, run_id="live", checkpoint=ckpt, observers=[view], pg=pg,

@@ -4,6 +4,7 @@ cleanly on Ctrl-C / SIGTERM (the checkpoint then resumes exactly where it stoppe
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import threading
@@ -19,16 +20,44 @@ from replimon.streaming.writer import BatchResult, BatchWriter
 log = logging.getLogger("replimon.run")
 
 
-class MetricsListener:
-    """Writes each micro-batch's progress (duration, rows, rates) to ``pipeline_metrics``."""
+def _offset_total(text: str | None) -> int | None:
+    """The sum of a Kafka source offset's positions (``{"topic": {"partition": offset}}``, the
+    form both Kafka sources use); None for anything else."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+        return sum(int(o) for parts in value.values() for o in parts.values())
+    except (ValueError, TypeError, AttributeError):
+        return None
 
-    def __init__(self, sink: Any) -> None:
+
+def consumer_lag(progress: Any) -> int | None:
+    """Records on the input topics the query had not read at the end of a micro-batch: the
+    source's latest offsets (``reportLatestOffset``) minus the batch's end offsets."""
+    lag = None
+    for source in progress.sources:
+        latest, end = _offset_total(source.latestOffset), _offset_total(source.endOffset)
+        if latest is not None and end is not None:
+            lag = (lag or 0) + max(0, latest - end)
+    return lag
+
+
+class MetricsListener:
+    """Writes each micro-batch's progress (duration, rows, rates, trigger, consumer lag) to
+    ``pipeline_metrics``."""
+
+    def __init__(self, sink: Any, trigger_ms: int | None = None, query_name: str | None = None) -> None:
         self.sink = sink
+        self.trigger_ms = trigger_ms
+        self.query_name = query_name  # only this query's progress (a session may run several)
 
     def make(self) -> Any:
         from pyspark.sql.streaming import StreamingQueryListener
 
         sink = self.sink
+        trigger_ms = self.trigger_ms
+        name = self.query_name
 
         class _Listener(StreamingQueryListener):  # type: ignore[misc]
             def onQueryStarted(self, event: Any) -> None:  # noqa: N802
@@ -36,11 +65,14 @@ class MetricsListener:
 
             def onQueryProgress(self, event: Any) -> None:  # noqa: N802
                 p = event.progress
+                if name is not None and p.name != name:
+                    return
                 try:
                     sink.write_metrics(
                         int(p.batchId), duration_ms=int(p.batchDuration), input_rows=int(p.numInputRows),
                         input_rows_per_s=float(p.inputRowsPerSecond or 0.0),
-                        processed_rows_per_s=float(p.processedRowsPerSecond or 0.0))
+                        processed_rows_per_s=float(p.processedRowsPerSecond or 0.0),
+                        trigger_ms=trigger_ms, lag_records=consumer_lag(p))
                 except Exception as exc:  # metrics must never stop the job
                     log.warning("could not write pipeline metrics: %s", exc)
 
@@ -57,14 +89,20 @@ def start_query(spark: Any, settings: Any, *, run_id: str = "live", time_mode: s
                 checkpoint: str | Path | None = None, api: str = "pandas", starting: str = "earliest",
                 ending: str | None = None, trigger_s: float | None = None, available_now: bool = False,
                 observers: list[Callable[[BatchResult], None]] | None = None, pg: Any = None,
-                kafka_out: bool = True, max_offsets: int | None = None) -> Any:
-    """Build and start the monitoring query; returns the StreamingQuery."""
+                kafka_out: bool = True, max_offsets: int | None = None,
+                metrics_listener: bool = True) -> Any:
+    """Build and start the monitoring query; returns the StreamingQuery. With ``pg`` (and
+    ``metrics_listener``) each micro-batch's progress also goes to ``pipeline_metrics``."""
     raw = read_source(spark, settings, starting=starting, ending=ending, max_offsets=max_offsets)
     out = build(spark, raw, settings, time_mode=time_mode, api=api)
     ckpt = Path(checkpoint) if checkpoint else Path(settings.paths.checkpoint_dir) / run_id
     writer = BatchWriter(settings, run_id, pg=pg, kafka=kafka_out, observers=observers, checkpoint=str(ckpt))
     ckpt.mkdir(parents=True, exist_ok=True)
-    stream = (out.writeStream.queryName(f"{QUERY_NAME}_{run_id}".replace("-", "_"))
+    name = f"{QUERY_NAME}_{run_id}".replace("-", "_")
+    if pg is not None and metrics_listener:
+        trigger_ms = None if available_now else int((trigger_s or settings.streaming.trigger_interval_s) * 1000)
+        spark.streams.addListener(MetricsListener(pg, trigger_ms, name).make())
+    stream = (out.writeStream.queryName(name)
               .option("checkpointLocation", str(ckpt)).foreachBatch(writer))
     if available_now:
         stream = stream.trigger(availableNow=True)
@@ -84,11 +122,11 @@ def run(settings: Any, *, run_id: str = "live", replay: bool = False, api: str =
     applied = migrate(settings.postgres.dsn)
     if applied:
         log.info("applied PostgreSQL migrations %s", applied)
-    spark = get_session(settings.streaming.master, settings.streaming.shuffle_partitions)
+    spark = get_session(settings.streaming.master, settings.streaming.shuffle_partitions,
+                        **settings.streaming.spark_conf)
     sc = spark.sparkContext
     log.info("Spark %s, master %s, application %s", spark.version, sc.master, sc.applicationId)
     pg = PostgresSink(settings.postgres.dsn, run_id=run_id)
-    spark.streams.addListener(MetricsListener(pg).make())
     query = start_query(spark, settings, run_id=run_id, time_mode=REPLAY if replay else LIVE,
                         checkpoint=checkpoint, api=api, starting=starting, available_now=replay,
                         observers=observers, pg=pg)

@@ -107,7 +107,7 @@ class BatchWriter:
                 # False: another writer of this pipeline committed it meanwhile (nothing written)
                 result.written = self.pg.write_batch(
                     batch_id, alerts=result.alerts, snapshots=result.snapshots,
-                    dead_letters=result.dead_letters, metrics=None)
+                    dead_letters=result.dead_letters, metrics={})  # counts now; the listener adds durations and rates
         log.info("batch %s: %s rows, %s alerts, %s states, %s dead letters in %.2fs%s", batch_id, len(rows),
                  len(result.alerts), len(result.snapshots), len(result.dead_letters), time.monotonic() - started,
                  "" if result.written else " (committed before: a retried batch, not written again)")

@@ -49,3 +49,13 @@ def spark() -> Iterator[object]:
     session = get_session()
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def e2e(spark: object, broker: EmbeddedBroker, postgres: EmbeddedPostgres,
+        tmp_path_factory: pytest.TempPathFactory) -> object:
+    """The end-to-end run (``tests/e2e_run.py``): every simulator fault through the real broker,
+    Spark job and PostgreSQL, once per session for every test that reads its results."""
+    from tests.e2e_run import run_e2e
+
+    return run_e2e(spark, broker, postgres, tmp_path_factory.mktemp("e2e"))

@@ -28,149 +28,29 @@ Why two installments of one micro-batch each (both found here; see docs/streamin
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from replimon.core.alerts import INFO
-from replimon.core.limits import Limits
 from replimon.core.monitor import Monitor
-from replimon.producers.simulator import CATALOGUE, SimOptions, Simulator, parse_injection
+from replimon.producers.simulator import SimOptions, Simulator
+from tests.e2e_run import (
+    CLEAN_GROUPS,
+    E2E,
+    FAULTS,
+    INFO_KINDS,
+    SRC_KEYS,
+    WEDGE_KINDS,
+    feed_order,
+    read_at,
+)
 from tests.test_job import publish, replay, settings_for, simulate
-from tests.test_recovery import read_topic
 
 pytestmark = [pytest.mark.broker, pytest.mark.postgres, pytest.mark.timeout(900)]
-
-FAULTS = sorted(CATALOGUE)
-CLEAN = 4  # groups with no fault at all
-# 120 s fits the slowest fault (pending_config_stuck: ~90 s to start, stuck after 60 s); a 200 ms
-# tick halves the events of the default 100 ms and keeps every verdict (checked on seeds 1-6).
-# Restarts and old nodes as often as test_monitor_sim's clean fleets.
-OPTIONS = SimOptions(duration_ms=120_000, groups=len(FAULTS) + CLEAN, nodes=3, seed=1, tick_ms=200,
-                     restart_every_s=40, old_node_fraction=0.4)
-FAULT_AT_S = 10
-CUT_S = 32  # inside group_silent's silence (10-35 s), past its deadline (last event + 15 s + skew)
-MAX_OFFSETS = 1_000_000  # one micro-batch per installment (module docstring)
-CHUNK = 50_000  # events per test_job.publish call (librdkafka's default queue holds 100k)
-INFO_KINDS = {"CONFIG_INSTALLED", "RECONFIG_REFUSED"}  # all a clean run says (test_monitor_sim)
-WEDGE_KINDS = {"NODE_SILENT", "GROUP_SILENT", "QUORUM_AT_RISK", "QUORUM_LOST", "HORIZON_WEDGE", "NO_PROGRESS",
-               "EXECUTOR_LAG", "PENDING_CONFIG_STUCK"}
-SRC_KEYS = ("topic", "partition", "offset")
-
-
-def fault_group(i: int) -> str:
-    return f"g{i + 1}"
-
-
-CLEAN_GROUPS = [f"g{len(FAULTS) + 1 + i}" for i in range(CLEAN)]
-
-
-def feed_order(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The order the job's processor hands a micro-batch's rows to the core."""
-    return sorted(events, key=lambda e: (e["ts_ms"], e["node"], e["incarnation"], e["seq"]))
-
-
-@dataclass
-class E2E:
-    """What the replay produced, and what the core says about the same events."""
-
-    events: list[dict[str, Any]]
-    bad: list[tuple[str, bytes]]
-    manifest: dict[str, dict[str, Any]]  # group -> its fault's manifest record
-    pg_alerts: list[dict[str, Any]]
-    group_states: dict[str, dict[str, Any]]  # group -> its last snapshot (PostgreSQL group_state)
-    pg_dead: list[dict[str, Any]]
-    kafka_dead: list[dict[str, Any]]
-    kafka_alerts: list[dict[str, Any]]
-    settings: Any
-
-
-def bad_records(events: list[dict[str, Any]]) -> list[tuple[str, bytes]]:
-    """Records the validator must refuse: neither JSON nor UTF-8, a valid event on another type's
-    topic, an event without a required field."""
-    execution = next(e for e in events if e["type"] == "execution")
-    heartbeat = next(e for e in events if e["type"] == "heartbeat")
-    no_executed = {k: v for k, v in heartbeat.items() if k != "executed"}
-    return [
-        ("decisions", b"\xff\xfe not json {"),
-        ("heartbeats", json.dumps(execution, separators=(",", ":")).encode()),
-        ("heartbeats", json.dumps(no_executed, separators=(",", ":")).encode()),
-    ]
-
-
-def _consumer() -> dict[str, Any]:
-    return {"group.id": f"e2e-{uuid.uuid4().hex}", "enable.auto.commit": False, "fetch.wait.max.ms": 50}
-
-
-
-def read_at(bootstrap: str, refs: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], bytes]:
-    """The record value at each (topic, partition, offset)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, **_consumer()})
-    out: dict[tuple[str, int, int], bytes] = {}
-    try:
-        for ref in refs:
-            consumer.assign([TopicPartition(*ref)])
-            deadline = time.monotonic() + 30
-            while ref not in out:
-                assert time.monotonic() < deadline, f"no record at {ref}"
-                msg = consumer.poll(0.2)
-                if msg is not None and msg.error() is None and msg.offset() == ref[2]:
-                    out[ref] = msg.value()
-            consumer.unassign()
-        return out
-    finally:
-        consumer.close()
-
-
-@pytest.fixture(scope="module")
-def e2e(spark: Any, broker: Any, postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
-    tmp_path: Path = tmp_path_factory.mktemp("e2e")
-    settings = settings_for(broker, postgres, f"e2e-{uuid.uuid4().hex[:12]}-", tmp_path)
-    events: list[dict[str, Any]] = []
-    injections = [parse_injection(f"{f}:{fault_group(i)}@{FAULT_AT_S}s") for i, f in enumerate(FAULTS)]
-    sim = Simulator(OPTIONS, injections, events.append)
-    sim.run()
-    manifest = {m["group"]: m for m in sim.manifest()}
-    assert sorted(m["fault"] for m in manifest.values()) == FAULTS  # every fault was injected
-    cut = OPTIONS.start_ms + CUT_S * 1000
-    silent = next(g for g, m in manifest.items() if m["fault"] == "group_silent")
-    lim = Limits.from_settings(settings)
-    last = max(e["ts_ms"] for e in events if e["group"] == silent and e["ts_ms"] < cut)
-    assert last + lim.group_silent_ms + lim.skew_ms <= cut - lim.skew_ms  # due by the cut's watermark
-    assert any(e["group"] == silent and e["ts_ms"] >= cut for e in events)  # ... and resumes after it
-    bad = bad_records(events)
-    run_id = f"e2e-{uuid.uuid4().hex[:8]}"
-    started = time.monotonic()
-    for part, junk in (([e for e in events if e["ts_ms"] < cut], bad[:1]),
-                       ([e for e in events if e["ts_ms"] >= cut], bad[1:])):
-        for i in range(0, len(part), CHUNK):
-            publish(settings, part[i:i + CHUNK])
-        publish(settings, [], junk)
-        pg, _ = replay(spark, settings, run_id, max_offsets=MAX_OFFSETS)  # same run id: same checkpoint
-        pg.close()
-    print(f"\ne2e: {len(events)} events of {OPTIONS.groups} groups x {OPTIONS.duration_ms // 1000} s "
-          f"published and replayed in {time.monotonic() - started:.1f} s")
-    with psycopg.connect(settings.postgres.dsn) as conn:
-        states = dict(conn.execute("SELECT group_id, snapshot FROM group_state WHERE run_id = %s", (run_id,)))
-        pg_dead = [dict(zip(("topic", "partition", "offset", "raw", "reason"), r, strict=True)) for r in conn.execute(
-            'SELECT topic, partition, "offset", raw, reason FROM dead_letters WHERE run_id = %s', (run_id,))]
-    from replimon.streaming.sinks.postgres import PostgresSink
-
-    with PostgresSink(settings.postgres.dsn, run_id=run_id, migrate_schema=False) as pg:
-        pg_alerts = pg.alerts()
-    topics = settings.kafka.topics
-    kafka_dead = [{"raw": m.value(), "headers": {k: v.decode() for k, v in (m.headers() or [])}}
-                  for m in read_topic(broker.bootstrap_servers, topics.dead_letters)]
-    kafka_alerts = [json.loads(m.value()) for m in read_topic(broker.bootstrap_servers, topics.alerts)]
-    yield E2E(events, bad, manifest, pg_alerts, states, pg_dead, kafka_dead, kafka_alerts, settings)
 
 
 def problems(alerts: list[dict[str, Any]]) -> dict[str, set[str]]:
@@ -322,3 +202,30 @@ def test_micro_batches_cut_by_offsets_lose_no_events(spark: Any, broker: Any, po
         assert pg.alert_ids(run_id) == {a.alert_id for a in Monitor().run(events)}
     finally:
         pg.close()
+
+
+def test_metrics_and_time_series_are_written(e2e: E2E) -> None:
+    """What the dashboards draw (migration 002): a metrics row per micro-batch with its counts and
+    the listener's duration, a point per group and node per snapshot, the config map as text."""
+    import psycopg
+
+    with psycopg.connect(e2e.settings.postgres.dsn) as conn:
+        metrics = conn.execute(
+            "SELECT batch_id, duration_ms, input_rows, alerts, groups FROM pipeline_metrics"
+            " WHERE run_id = %s ORDER BY batch_id", (e2e.run_id,)).fetchall()
+        nodes = conn.execute(
+            "SELECT count(DISTINCT (group_id, node_id)), count(*), max(heartbeat_age_ms)"
+            " FROM node_timeseries WHERE run_id = %s", (e2e.run_id,)).fetchone()
+        configs = conn.execute(
+            "SELECT count(*) FROM group_timeseries WHERE run_id = %s AND active_config LIKE 'start %%'",
+            (e2e.run_id,)).fetchone()
+    # Each installment: one micro-batch of data, then availableNow's empty one for the timers.
+    data = [m for m in metrics if m[2]]
+    assert len(data) == 2 and len(metrics) >= 2, metrics
+    assert all(d is not None and d > 0 and groups == len(e2e.group_states)
+               for _b, d, _rows, _a, groups in data), metrics
+    assert sum(m[3] for m in metrics) == len(e2e.pg_alerts)
+    assert nodes is not None and configs is not None
+    n_nodes = sum(len(s["nodes"]) for s in e2e.group_states.values())
+    assert nodes[0] == n_nodes and nodes[1] >= n_nodes and nodes[2] > 0
+    assert configs[0] >= len(e2e.group_states)

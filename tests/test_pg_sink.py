@@ -32,8 +32,8 @@ from replimon.streaming.sinks.postgres import (
 
 pytestmark = pytest.mark.postgres
 
-TABLES = ("alerts", "group_state", "node_state", "group_timeseries", "dead_letters",
-          "pipeline_metrics", "pipeline_batches")
+TABLES = ("alerts", "group_state", "node_state", "group_timeseries", "node_timeseries",
+          "dead_letters", "pipeline_metrics", "pipeline_batches")
 SNAPSHOT_EVERY_MS = 10_000
 
 
@@ -330,8 +330,13 @@ def test_snapshots_produce_group_node_and_timeseries_rows(sink: PostgresSink,
             " ORDER BY group_id, node_id", (sink.run_id,)).fetchall()
         series = conn.execute(
             "SELECT group_id, ts, decided, executed_majority, effective_horizon, event_horizon,"
-            " window_use, window_fraction, members, pending FROM group_timeseries"
+            " window_use, window_fraction, members, pending, active_start, active_config,"
+            " pending_configs FROM group_timeseries"
             " WHERE run_id = %s ORDER BY group_id, ts", (sink.run_id,)).fetchall()
+        node_series = conn.execute(
+            "SELECT group_id, node_id, ts, member, decided, executed, last_ts, heartbeat_age_ms,"
+            " silent FROM node_timeseries WHERE run_id = %s ORDER BY group_id, node_id, ts",
+            (sink.run_id,)).fetchall()
     assert groups == [
         (g, s["history"], s["trusted"], ts_from_ms(s["clock_ms"]), s["decided"],
          s["active"]["start"], s["active"]["event_horizon"], s["active"]["members"], s["pending"],
@@ -343,11 +348,22 @@ def test_snapshots_produce_group_node_and_timeseries_rows(sink: PostgresSink,
          x["status"], ts_from_ms(x["last_ts_ms"]), x["suspects"], x["effective_horizon"],
          x["silent"])
         for g, s in sorted(last.items()) for n, x in sorted(s["nodes"].items())]
+    def config(c: dict[str, Any]) -> str:
+        return f"start {c['start']} · eh {c['event_horizon']} · " + " ".join(m["id"] for m in c["members"])
+
     assert series == sorted(
         (s["group"], ts_from_ms(s["clock_ms"]), s["decided"], s["executed_majority"],
          s["effective_horizon"], s["active"]["event_horizon"], s["window_use"],
-         s["window_fraction"], len(s["active"]["members"]), len(s["pending"]))
+         s["window_fraction"], len(s["active"]["members"]), len(s["pending"]),
+         s["active"]["start"], config(s["active"]),
+         " | ".join(config(c) for c in s["pending"]) or None)
         for s in snaps)
+    assert node_series == sorted(
+        (s["group"], n, ts_from_ms(s["clock_ms"]), x["member"], x["decided"], x["executed"],
+         ts_from_ms(x["last_ts_ms"]), s["clock_ms"] - x["last_ts_ms"], x["silent"])
+        for s in snaps for n, x in s["nodes"].items())
+    # A group's nodes look stale by how long ago they last spoke, as of the group clock.
+    assert any(age > 0 for *_, age, _silent in node_series)
     # A snapshot taken while NODE_SILENT was open shows it in the series' group state history.
     assert any(s["open_alerts"] for s in snaps)
     # A later batch moves the state on and adds points; the same clock again overwrites its point.

@@ -130,15 +130,37 @@ def _node_rows(s: Mapping[str, Any], run_id: str, batch_id: int) -> Iterable[tup
                bool(n.get("silent")), batch_id)
 
 
+def _config_text(c: Mapping[str, Any]) -> str:
+    """A config as the dashboards show it: 'start 1201 · eh 10 · n1 n2 n3'."""
+    return (f"start {c['start']} · eh {c['event_horizon']} · "
+            + " ".join(str(m["id"]) for m in c["members"]))
+
+
 def _series_row(s: Mapping[str, Any], run_id: str) -> tuple[Any, ...] | None:
     ts = ts_from_ms(s.get("clock_ms"))
     if ts is None:  # no event yet: no point in time to put it at
         return None
     active = s.get("active")
+    pending = list(s.get("pending") or [])
     return (run_id, s["group"], ts, _nonneg(s.get("decided")), s.get("executed_majority"),
             s.get("effective_horizon"), None if active is None else active["event_horizon"],
             s.get("window_use"), s.get("window_fraction"),
-            None if active is None else len(active["members"]), len(s.get("pending") or []))
+            None if active is None else len(active["members"]), len(pending),
+            None if active is None else active["start"],
+            None if active is None else _config_text(active),
+            " | ".join(_config_text(c) for c in pending) or None)
+
+
+def _node_series_rows(s: Mapping[str, Any], run_id: str) -> Iterable[tuple[Any, ...]]:
+    clock = s.get("clock_ms")
+    if clock is None:
+        return
+    ts = ts_from_ms(clock)
+    for node, n in (s.get("nodes") or {}).items():
+        last = n.get("last_ts_ms")
+        yield (run_id, s["group"], node, ts, n["member"], _nonneg(n.get("decided")),
+               _nonneg(n.get("executed")), ts_from_ms(last),
+               None if last is None or last < 0 else max(0, clock - last), bool(n.get("silent")))
 
 
 def _dead_letter_row(d: Mapping[str, Any], run_id: str, batch_id: int) -> tuple[Any, ...]:
@@ -194,13 +216,24 @@ ON CONFLICT (run_id, group_id, node_id) DO UPDATE SET
 
 _SERIES = """
 INSERT INTO group_timeseries (run_id, group_id, ts, decided, executed_majority, effective_horizon,
-                              event_horizon, window_use, window_fraction, members, pending)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                              event_horizon, window_use, window_fraction, members, pending,
+                              active_start, active_config, pending_configs)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (run_id, group_id, ts) DO UPDATE SET
     decided = EXCLUDED.decided, executed_majority = EXCLUDED.executed_majority,
     effective_horizon = EXCLUDED.effective_horizon, event_horizon = EXCLUDED.event_horizon,
     window_use = EXCLUDED.window_use, window_fraction = EXCLUDED.window_fraction,
-    members = EXCLUDED.members, pending = EXCLUDED.pending"""
+    members = EXCLUDED.members, pending = EXCLUDED.pending, active_start = EXCLUDED.active_start,
+    active_config = EXCLUDED.active_config, pending_configs = EXCLUDED.pending_configs"""
+
+_NODE_SERIES = """
+INSERT INTO node_timeseries (run_id, group_id, node_id, ts, member, decided, executed, last_ts,
+                             heartbeat_age_ms, silent)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (run_id, group_id, node_id, ts) DO UPDATE SET
+    member = EXCLUDED.member, decided = EXCLUDED.decided, executed = EXCLUDED.executed,
+    last_ts = EXCLUDED.last_ts, heartbeat_age_ms = EXCLUDED.heartbeat_age_ms,
+    silent = EXCLUDED.silent"""
 
 _DEAD = """
 INSERT INTO dead_letters (run_id, topic, partition, "offset", raw, reason, kafka_ts, batch_id)
@@ -212,8 +245,9 @@ ON CONFLICT (run_id, topic, partition, "offset") DO NOTHING"""
 # replayed progress event changes nothing.
 _METRICS = """
 INSERT INTO pipeline_metrics AS m (run_id, batch_id, ts, duration_ms, input_rows, input_rows_per_s,
-                                   processed_rows_per_s, alerts, dead_letters, groups)
-VALUES (%s, %s, COALESCE(%s, now()), %s, %s, %s, %s, %s, %s, %s)
+                                   processed_rows_per_s, alerts, dead_letters, groups, trigger_ms,
+                                   lag_records)
+VALUES (%s, %s, COALESCE(%s, now()), %s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (run_id, batch_id) DO UPDATE SET
     duration_ms = COALESCE(m.duration_ms, EXCLUDED.duration_ms),
     input_rows = COALESCE(m.input_rows, EXCLUDED.input_rows),
@@ -221,7 +255,9 @@ ON CONFLICT (run_id, batch_id) DO UPDATE SET
     processed_rows_per_s = COALESCE(m.processed_rows_per_s, EXCLUDED.processed_rows_per_s),
     alerts = COALESCE(m.alerts, EXCLUDED.alerts),
     dead_letters = COALESCE(m.dead_letters, EXCLUDED.dead_letters),
-    groups = COALESCE(m.groups, EXCLUDED.groups)"""
+    groups = COALESCE(m.groups, EXCLUDED.groups),
+    trigger_ms = COALESCE(m.trigger_ms, EXCLUDED.trigger_ms),
+    lag_records = COALESCE(m.lag_records, EXCLUDED.lag_records)"""
 
 # From this many rows a statement's rows go through COPY into a temporary table and one
 # INSERT ... SELECT with the same ON CONFLICT clause (measured: about 4x faster than a pipelined
@@ -259,7 +295,7 @@ def _copy_upsert(cur: psycopg.Cursor[Any], stmt: str, rows: list[tuple[Any, ...]
 
 
 _METRIC_KEYS = ("ts", "duration_ms", "input_rows", "input_rows_per_s", "processed_rows_per_s",
-                "alerts", "dead_letters", "groups")
+                "alerts", "dead_letters", "groups", "trigger_ms", "lag_records")
 _ALERT_COLUMNS = """alert_id, group_id, kind, severity, category, status, instance, node,
                     event_ts, detected_ts, message, evidence"""
 
@@ -337,8 +373,8 @@ class PostgresSink:
         ``alerts``: ``Alert.to_dict`` payloads (an (alert_id, status) row never changes once
         stored). ``snapshots``: ``GroupMonitor.snapshot()`` payloads in the order they were taken;
         the last one per group becomes its group and node state, each one with a clock becomes a
-        time-series point. ``dead_letters``: dicts with topic, partition, offset, raw (bytes),
-        reason and kafka_ts (epoch ms or aware datetime). ``metrics``: pipeline_metrics columns
+        time-series point of the group and of each of its nodes. ``dead_letters``: dicts with
+        topic, partition, offset, raw (bytes), reason and kafka_ts (epoch ms or aware datetime). ``metrics``: pipeline_metrics columns
         (``ts`` in epoch ms or datetime; counts default to this batch's).
         On any error the transaction rolls back and the exception propagates.
         """
@@ -346,11 +382,14 @@ class PostgresSink:
         alert_rows = [_alert_row(a, run, batch_id) for a in alerts]
         latest: dict[str, dict[str, Any]] = {}
         series: dict[tuple[str, datetime], tuple[Any, ...]] = {}
+        node_series: dict[tuple[str, str, datetime], tuple[Any, ...]] = {}
         for s in snapshots:
             latest[s["group"]] = s
             row = _series_row(s, run)
             if row is not None:
                 series[(row[1], row[2])] = row
+            for nrow in _node_series_rows(s, run):
+                node_series[(nrow[1], nrow[2], nrow[3])] = nrow
         group_rows = [_group_row(s, run, batch_id) for s in latest.values()]
         node_rows = [r for s in latest.values() for r in _node_rows(s, run, batch_id)]
         dead_rows = [_dead_letter_row(d, run, batch_id) for d in dead_letters]
@@ -370,7 +409,8 @@ class PostgresSink:
                 if cur.fetchone() is None:
                     return False
                 for stmt, rows in ((_ALERT, alert_rows), (_GROUP, group_rows), (_NODE, node_rows),
-                                   (_SERIES, list(series.values())), (_DEAD, dead_rows)):
+                                   (_SERIES, list(series.values())),
+                                   (_NODE_SERIES, list(node_series.values())), (_DEAD, dead_rows)):
                     if len(rows) >= _COPY_FROM:
                         _copy_upsert(cur, stmt, rows)
                     elif rows:
@@ -384,13 +424,15 @@ class PostgresSink:
     def _metric_row(self, batch_id: int, m: Mapping[str, Any]) -> tuple[Any, ...]:
         return (self.run_id, batch_id, ts_from_ms(m.get("ts")), m.get("duration_ms"),
                 m.get("input_rows"), m.get("input_rows_per_s"), m.get("processed_rows_per_s"),
-                m.get("alerts"), m.get("dead_letters"), m.get("groups"))
+                m.get("alerts"), m.get("dead_letters"), m.get("groups"), m.get("trigger_ms"),
+                m.get("lag_records"))
 
     def write_metrics(self, batch_id: int, **metrics: Any) -> None:
         """Record a batch's metrics outside its transaction (e.g. from a StreamingQueryListener's
         progress event, which comes after the batch committed): ts (epoch ms or datetime; default
         now), duration_ms, input_rows, input_rows_per_s, processed_rows_per_s, alerts,
-        dead_letters, groups. Merges into the batch's row: a column already set keeps its value.
+        dead_letters, groups, trigger_ms, lag_records. Merges into the batch's row: a column
+        already set keeps its value.
         """
         if unknown := set(metrics) - set(_METRIC_KEYS):
             raise TypeError(f"unknown pipeline metrics: {sorted(unknown)}")

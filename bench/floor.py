@@ -1,0 +1,243 @@
+"""The floor under the streaming job: what Spark itself costs per micro-batch on this machine.
+
+The job's shape is fixed by the stack (a Python Kafka source, a Python validation stage, a
+shuffle by state key, the Python ``transformWithState`` operator, ``foreachBatch``). This
+measures that shape with the work taken out, stage by stage, on the same topic and the same
+session settings as the job, so the job's own cost can be told from the framework's:
+
+* ``source``: the replimon Kafka source (alignTimestamps, maxPartitions as the job sets them)
+  into the ``noop`` sink. The baseline of the ratios.
+* ``+arrow``: plus a ``mapInArrow`` stage that packs each Arrow batch into one row per group
+  (its records' values joined, no parsing) with the job's bucket key.
+* ``+state``: plus ``groupBy(bucket).transformWithStateInPandas`` with a trivial processor (one
+  ValueState read and write per bucket, one output row per group), into ``foreachBatch`` that
+  collects the rows: the whole shape, with nothing of the monitor.
+* ``job``: the real ``build()`` (contract validation, the monitor in the core, snapshots) into
+  ``foreachBatch`` that collects the rows (no Kafka or PostgreSQL writes).
+
+Every variant reads the same recorded topic (simulator events of ``--groups`` groups of 5 nodes)
+in micro-batches of ``--batch`` records, as fast as Spark runs them; the figure is the median
+micro-batch time (``triggerExecution``) over the batches after the first, per repetition, and
+the median over repetitions; events/s = batch size / that time.
+
+    .venv/bin/python bench/floor.py [--groups 1000] [--batch 50000] [--batches 6] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from report import render_tables  # noqa: E402
+
+VARIANTS = ("source", "+arrow", "+state", "job")
+
+
+def log(msg: str) -> None:
+    print(f"[floor {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def record(settings: Any, bootstrap: str, groups: int, total: int, seed: int) -> int:
+    """Publish simulator events of ``groups`` groups until ``total`` are on the topics."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from replimon.producers.simulator import SimOptions, Simulator
+
+    topics = settings.kafka.topics
+    names = [topics.decisions, topics.executions, topics.heartbeats, topics.config]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(t, 4, 1) for t in names]).values():
+        fut.result()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000})
+    sent = 0
+    seconds = 30
+    while sent < total:
+        events: list[dict[str, Any]] = []
+        Simulator(SimOptions(groups=groups, nodes=5, duration_ms=seconds * 1000, seed=seed + sent), [],
+                  events.append).run()
+        for ev in events[: total - sent]:
+            while True:
+                try:
+                    producer.produce(topics.for_event_type(ev["type"]), key=ev["group"].encode(),
+                                     value=json.dumps(ev, separators=(",", ":")).encode())
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+        sent += min(len(events), total - sent)
+    producer.flush(120)
+    return sent
+
+
+def _pack_plain(buckets: int) -> Any:
+    def run(batches: Any) -> Any:
+        import pyarrow as pa
+
+        from replimon.streaming.validate_arrow import bucket_of
+
+        schema = pa.schema([("bucket", pa.int32()), ("group", pa.string()), ("events", pa.string())])
+        for batch in batches:
+            packs: dict[str, list[str]] = {}
+            for key, value in zip(batch.column("key").to_pylist(), batch.column("value").to_pylist(),
+                                  strict=True):
+                packs.setdefault(key.decode(), []).append(value.decode())
+            names = list(packs)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([bucket_of(g, buckets) for g in names], pa.int32()), pa.array(names, pa.string()),
+                 pa.array(["[" + ",".join(packs[g]) + "]" for g in names], pa.string())], schema=schema)
+
+    return run
+
+
+def _trivial_processor() -> Any:
+    from pyspark.sql.streaming import StatefulProcessor
+
+    class Trivial(StatefulProcessor):  # type: ignore[misc]
+        def init(self, handle: Any) -> None:
+            self.state = handle.getValueState("n", "n LONG")
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:  # noqa: N802, N803
+            import pandas as pd
+
+            n = self.state.get()[0] if self.state.exists() else 0
+            names: list[str] = []
+            for pdf in rows:
+                names.extend(pdf["group"].tolist())
+                n += int(pdf["events"].str.len().sum())
+            self.state.update((n,))
+            yield pd.DataFrame({"out": ["state"] * len(names), "group_id": names})
+
+        def close(self) -> None:
+            pass
+
+    return Trivial()
+
+
+def query(spark: Any, settings: Any, variant: str, batch: int, ckpt: str) -> Any:
+    from replimon.streaming.job import build, read_source
+    from replimon.streaming.processor import REPLAY
+
+    raw = read_source(spark, settings, starting="earliest", max_offsets=batch)
+    if variant == "job":
+        out = build(spark, raw, settings, time_mode=REPLAY)
+    elif variant == "source":
+        out = raw
+    else:
+        out = raw.select("key", "value").mapInArrow(_pack_plain(settings.streaming.state_buckets),
+                                                    "bucket int, group string, events string")
+        if variant == "+state":
+            out = out.groupBy("bucket").transformWithStateInPandas(
+                _trivial_processor(), "out string, group_id string", "Append", "None")
+    stream = out.writeStream.option("checkpointLocation", ckpt).trigger(processingTime="0 seconds")
+    if variant in ("source", "+arrow"):
+        stream = stream.format("noop")
+    else:
+        stream = stream.foreachBatch(lambda df, _id: df.collect())
+    return stream.start()
+
+
+def measure(spark: Any, settings: Any, variant: str, batch: int, batches: int, workdir: Path) -> dict[str, Any]:
+    q = query(spark, settings, variant, batch, str(workdir / f"ckpt-{uuid.uuid4().hex[:8]}"))
+    deadline = time.monotonic() + 600
+    try:
+        while len(q.recentProgress) < batches + 1 and q.isActive and time.monotonic() < deadline:
+            time.sleep(0.5)
+        progress = [p for p in q.recentProgress if p["numInputRows"]]
+    finally:
+        q.stop()
+    if q.exception() is not None:
+        raise RuntimeError(f"{variant}: {q.exception()}")
+    steady = progress[1: batches + 1]  # the first batch pays the Python workers' start
+    times = [p["durationMs"]["triggerExecution"] for p in steady]
+    rows = [p["numInputRows"] for p in steady]
+    parts = {k: statistics.median(p["durationMs"].get(k, 0) for p in steady)
+             for k in ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")}
+    return {"batch_ms": times, "rows": rows, "median_ms": statistics.median(times),
+            "median_rows": statistics.median(rows), "parts_ms": parts}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--groups", type=int, default=1000)
+    ap.add_argument("--batch", type=int, default=50_000, help="records per micro-batch")
+    ap.add_argument("--batches", type=int, default=6, help="steady batches measured per run")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "floor.json"))
+    args = ap.parse_args()
+    variants = [v for v in args.variants.split(",") if v]
+    bad = [v for v in variants if v not in VARIANTS]
+    if bad:
+        ap.error(f"--variants: unknown {', '.join(bad)} (known: {', '.join(VARIANTS)})")
+
+    from replimon.config import load_settings
+    from replimon.embedded import EmbeddedBroker
+    from replimon.streaming.session import get_session
+
+    total = args.batch * (args.batches + 2)
+    runs: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory(prefix="replimon-floor-") as tmp:
+        settings = load_settings(None, kafka={"bootstrap_servers": broker.bootstrap_servers})
+        log(f"publishing {total:,} events of {args.groups} groups")
+        record(settings, broker.bootstrap_servers, args.groups, total, args.seed)
+        s = settings.streaming
+        spark = get_session(s.master, s.shuffle_partitions)
+        for rep in range(args.repeat):
+            for variant in variants:  # interleaved: a slow spell of the machine hits all alike
+                r = measure(spark, settings, variant, args.batch, args.batches, Path(tmp))
+                runs[variant].append(r)
+                log(f"rep {rep + 1}/{args.repeat} {variant:7s} median {r['median_ms']:.0f} ms "
+                    f"per {r['median_rows']:,.0f} records")
+        spark.stop()
+
+    result: dict[str, Any] = {
+        "benchmark": "floor",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": __import__("os").cpu_count(), "python": platform.python_version(),
+                    "load_average": list(__import__("os").getloadavg())},
+        "settings": {"groups": args.groups, "nodes": 5, "batch": args.batch, "batches": args.batches,
+                     "repeat": args.repeat, "shuffle_partitions": settings.streaming.shuffle_partitions,
+                     "state_buckets": settings.streaming.state_buckets},
+        "variants": {},
+    }
+    base = None
+    for variant in variants:
+        ms = statistics.median(r["median_ms"] for r in runs[variant])
+        rows = statistics.median(r["median_rows"] for r in runs[variant])
+        rate = rows / (ms / 1000)
+        base = base or rate
+        result["variants"][variant] = {
+            "median_batch_ms": ms, "records_per_batch": rows, "events_per_s": round(rate),
+            "ratio_to_first": round(rate / base, 3),
+            "parts_ms_median": {k: statistics.median(r["parts_ms"][k] for r in runs[variant])
+                                for k in runs[variant][0]["parts_ms"]},
+            "per_run_median_ms": [r["median_ms"] for r in runs[variant]], "runs": runs[variant]}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    first = variants[0]
+    rows_out = [[v, f"{d['median_batch_ms']:,.0f}",
+                 " / ".join(f"{x:,.0f}" for x in d["per_run_median_ms"]),
+                 f"{d['parts_ms_median']['latestOffset']:,.0f}", f"{d['parts_ms_median']['addBatch']:,.0f}",
+                 f"{d['records_per_batch']:,.0f}", f"{d['events_per_s']:,}", f"{d['ratio_to_first']:.2f}"]
+                for v, d in result["variants"].items()]
+    render_tables([(f"Micro-batch floor, {args.groups} groups x 5 nodes, {args.repeat} runs "
+                    f"(ratios: events/s / {first})",
+                    ["variant", "batch ms (median)", "per run", "latestOffset ms", "addBatch ms",
+                     "records", "events/s", "ratio"], rows_out)])
+    log(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
