@@ -138,7 +138,7 @@ def _simulator(cls: Any, options: Any, injections: Any, sink: Any) -> Any:
         raise fail(f"simulate: {exc}") from None
 
 
-def _parse_start(text: str) -> int:
+def _parse_start(text: str, flag: str = "--start") -> int:
     if text.isdigit():
         return int(text)
     from datetime import datetime
@@ -146,9 +146,9 @@ def _parse_start(text: str) -> int:
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise ValueError(f"--start: not ISO-8601 or epoch ms: {text!r}") from None
+        raise ValueError(f"{flag}: not ISO-8601 or epoch ms: {text!r}") from None
     if dt.tzinfo is None:
-        raise ValueError("--start: give a time zone (e.g. 2026-01-01T00:00:00Z)")
+        raise ValueError(f"{flag}: give a time zone (e.g. 2026-01-01T00:00:00Z)")
     return int(dt.timestamp() * 1000)
 
 
@@ -265,6 +265,109 @@ def run_job(
     raise typer.Exit(run(settings, run_id=run_id, replay=replay, api=api, starting=starting, checkpoint=checkpoint))
 
 
+# --------------------------------------------------------------------------------- replay
+@app.command()
+def replay(
+    from_: Annotated[str, typer.Option("--from", help="window start: ISO-8601 with a time zone, or epoch ms (record timestamps = event times)", show_default=False)],
+    to: Annotated[str, typer.Option("--to", help="window end (exclusive), same forms", show_default=False)],
+    groups: Annotated[str | None, typer.Option(help="only these groups, comma-separated [default: all]")] = None,
+    state_from: Annotated[str, typer.Option("--state", help="group state at --from: checkpoint (the latest checkpoint record in monitor.state before it) or earliest (read everything Kafka holds before it)")] = "checkpoint",
+    run_id: Annotated[str | None, typer.Option("--run-id", help="the run's id in PostgreSQL [default: replay-<time>-<random>]")] = None,
+    api: Annotated[str, typer.Option(help="transformWithState API: pandas or row")] = "pandas",
+) -> None:
+    """Replay what the replica topics hold between two times through the monitoring job, into
+    PostgreSQL under a new run id (live results are never touched); ends when the window is done.
+    Then: replimon report RUN_ID, replimon diff live RUN_ID."""
+    import logging
+
+    from replimon.replay.run import replay as run_replay
+    from replimon.replay.window import ReplayError, fmt_ms
+
+    if api not in ("row", "pandas"):
+        raise fail(f"replay: --api must be row or pandas (got {api!r})")
+    try:
+        from_ms = _parse_start(from_, "--from")
+        to_ms = _parse_start(to, "--to")
+    except ValueError as exc:
+        raise fail(f"replay: {exc}") from None
+    names = [g.strip() for g in groups.split(",") if g.strip()] if groups else None
+    settings = state.settings()
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    command = ["replimon", "replay", "--from", fmt_ms(from_ms), "--to", fmt_ms(to_ms), "--state", state_from]
+    if names:
+        command += ["--groups", ",".join(names)]
+    # The bar appears once the window is planned (a refused window prints its one line only).
+    bar = Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TextColumn("records"),
+                   TimeElapsedColumn(), console=err)
+    task = bar.add_task("replay", total=None, start=False)
+
+    def progress(read: int, total: int) -> None:
+        if not bar.live.is_started:
+            bar.start()
+            bar.start_task(task)
+        bar.update(task, completed=read, total=total)
+
+    try:
+        result = run_replay(settings, from_ms, to_ms, groups=names, state_from=state_from, run_id=run_id,
+                            api=api, command=command, progress=progress)
+    except ReplayError as exc:
+        raise fail(f"replay: {exc}") from None
+    finally:
+        bar.stop()
+    started = len(result.start.checkpoints)
+    err.print(f"run {result.run_id}: {result.records_read} records read in {result.seconds:.1f} s, "
+              f"{result.alerts} alert rows; {started} group(s) started from checkpoint records",
+              highlight=False, markup=False)
+    print(result.run_id)
+
+
+@app.command()
+def report(
+    run_id: Annotated[str, typer.Argument(help="a replay's run id, or live", show_default=False)],
+    out: Annotated[str | None, typer.Option("--out", "-o", help="the HTML file [default report-RUN_ID.html]")] = None,
+    markdown: Annotated[str | None, typer.Option(help="also write a Markdown summary here [default: beside the HTML, .md]")] = None,
+) -> None:
+    """Write a self-contained HTML postmortem report of a run (and a Markdown summary)."""
+    from replimon.replay.report import write_report
+
+    html_path = Path(out or f"report-{run_id}.html")
+    md_path = Path(markdown) if markdown else html_path.with_suffix(".md")
+    try:
+        write_report(state.settings().postgres.dsn, run_id, html_path, md_path)
+    except ValueError as exc:
+        raise fail(f"report: {exc}") from None
+    err.print(f"wrote {html_path} and {md_path}", highlight=False, markup=False)
+
+
+@app.command()
+def diff(
+    run_a: Annotated[str, typer.Argument(help="a run id, or live", show_default=False)],
+    run_b: Annotated[str, typer.Argument(help="a run id, or live", show_default=False)],
+    from_: Annotated[str | None, typer.Option("--from", help="compare only alerts with event times from here (ISO-8601 or epoch ms)")] = None,
+    to: Annotated[str | None, typer.Option("--to", help="... up to here (exclusive)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the difference as JSON")] = False,
+) -> None:
+    """Compare two runs' alerts and group states; exit 0 when they agree, 1 when they differ."""
+    from replimon.replay.diff import diff_runs
+
+    window = None
+    try:
+        if from_ is not None or to is not None:
+            window = (_parse_start(from_, "--from") if from_ else 0,
+                      _parse_start(to, "--to") if to else 10**13)
+        result = diff_runs(state.settings().postgres.dsn, run_a, run_b, window=window)
+    except ValueError as exc:
+        raise fail(f"diff: {exc}") from None
+    if as_json:
+        print(json.dumps(result.to_dict(), indent=2, default=str))
+    else:
+        for line in result.lines():
+            print(line)
+    raise typer.Exit(0 if result.same else 1)
+
+
 # ---------------------------------------------------------------------------------- check
 @app.command()
 def check(
@@ -355,6 +458,45 @@ def _check_summary(result: Any, seconds: float, failed: bool, fail_on: str) -> N
         err.print(f"  {kind:<26} {sev:<8} {cat:<9} {n}", highlight=False, markup=False)
     err.print(f"result: {verdict}", highlight=False, markup=False)
 
+
+
+# ----------------------------------------------------------------------------- dashboards
+dashboards_app = typer.Typer(help="Grafana dashboards and alert rules as code (docs/dashboards.md).",
+                             no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(dashboards_app, name="dashboards")
+
+
+@dashboards_app.command("generate")
+def dashboards_generate(
+    check: Annotated[bool, typer.Option("--check", help="write nothing; exit 1 if a checked-in file differs from what the code generates")] = False,
+) -> None:
+    """Generate the dashboards' JSON and the alert rules' YAML from code, into dashboards/."""
+    from replimon.dashboards.build import generate
+
+    changed = generate(check=check)
+    for path in changed:
+        err.print(f"{'differs' if check else 'wrote'}: {path}", highlight=False, markup=False)
+    if check and changed:
+        raise typer.Exit(1)
+
+
+@dashboards_app.command("push")
+def dashboards_push(
+    url: Annotated[str, typer.Option("--url", envvar="GRAFANA_URL", help="Grafana's base URL, e.g. http://localhost:3000 [env GRAFANA_URL]")],
+    token: Annotated[str, typer.Option("--token", envvar="GRAFANA_TOKEN", help="a service account token with the Admin role (datasources and alerting provisioning need it) [env GRAFANA_TOKEN]")],
+    postgres_url: Annotated[str | None, typer.Option("--postgres-url", help="the PostgreSQL the datasource points at, as Grafana reaches it (host:port, or a postgresql:// URL) [default: from postgres.dsn]")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="show what would change, change nothing")] = False,
+) -> None:
+    """Provision the datasource, dashboards, alert rules and contact point over Grafana's HTTP API
+    (idempotent: a second push changes nothing)."""
+    from replimon.dashboards.push import PushError, push
+
+    try:
+        report = push(url, token, state.settings(), postgres_url=postgres_url, dry_run=dry_run)
+    except PushError as exc:
+        raise fail(f"dashboards push: {exc}") from None
+    for line in report.lines():
+        print(line)
 
 
 @app.command("config")

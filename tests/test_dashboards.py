@@ -1,0 +1,553 @@
+"""The Grafana dashboards (issue 5; docs/dashboards.md, "How the dashboards are tested").
+
+No Grafana server can run here, so each property Grafana would show is checked on its own:
+
+* golden: the JSON checked in under ``dashboards/json/`` is what the code generates
+  (``REPLIMON_GENERATE_GOLDEN_FILES=1`` rewrites it, as Spark's SPARK_GENERATE_GOLDEN_FILES);
+* schema: every dashboard validates against Grafana's dashboard JSON schema and every panel's
+  options against its panel plugin's schema (vendored in ``dashboards/schema/``);
+* wiring: one datasource (common.py's) everywhere, every variable a query or link uses is defined
+  on its dashboard, the grid holds together;
+* SQL: every panel target, annotation and variable query, found by walking the JSON (a new panel
+  is covered without touching this file), expanded with Grafana's macros and run against the
+  PostgreSQL the end-to-end run filled: it runs, returns the columns its panel type needs, and
+  returns rows wherever the run had data. The data-quality table stays empty until issue 7, so
+  the queries on it are checked for their columns only;
+* the same queries give the same answer when another run's rows (with different values) share
+  the tables, and the health and time-firing numbers match a reference computed in Python.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import psycopg
+import pytest
+
+from replimon.core.alerts import WEDGES
+from replimon.dashboards import build
+from replimon.dashboards.common import DATASOURCE, HERE
+from replimon.dashboards.macros import TimeRange, expand
+
+SCHEMA_DIR = HERE / "schema"
+DQ_TABLE = "dq_results"  # empty until issue 7: its queries are checked for columns only
+
+# PostgreSQL type OIDs Grafana's PostgreSQL plugin turns into numbers, text, times and booleans.
+NUMERIC = {20, 21, 23, 700, 701, 1700}
+TEXT = {18, 19, 25, 1042, 1043}
+TIME = {1082, 1114, 1184}
+BOOL = {16}
+
+
+def dashboards() -> dict[str, dict[str, Any]]:
+    """Every generated dashboard as JSON data, by name."""
+    return {name: json.loads(build.render(build.build(name))) for name in build.NAMES}
+
+
+DASHBOARDS = dashboards()
+
+
+@dataclass(frozen=True)
+class Query:
+    """One SQL query of a dashboard: a panel target, an annotation or a variable."""
+
+    dashboard: str
+    where: str  # panel title, annotation or variable name
+    kind: str  # the panel type, "annotation" or "variable"
+    fmt: str  # table | time_series
+    sql: str
+    panel: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return f"{self.dashboard}:{self.kind}:{self.where}"
+
+
+def queries(name: str, dash: dict[str, Any]) -> Iterator[Query]:
+    for panel in dash.get("panels", []):
+        for t in panel.get("targets", []):
+            yield Query(name, f"{panel['title']}/{t['refId']}", panel["type"], t["format"], t["rawSql"], panel)
+    for a in dash.get("annotations", {}).get("list", []):
+        yield Query(name, a["name"], "annotation", a["target"]["format"], a["target"]["rawSql"], {})
+    for v in dash.get("templating", {}).get("list", []):
+        if v["type"] == "query":
+            yield Query(name, v["name"], "variable", "table", v["query"], {})
+
+
+QUERIES = [q for name, d in DASHBOARDS.items() for q in queries(name, d)]
+
+
+def find_panel(name: str, title: str) -> dict[str, Any]:
+    return next(p for p in DASHBOARDS[name]["panels"] if p["title"] == title)
+
+
+# -- golden files ----------------------------------------------------------------------------------
+def test_checked_in_json_is_what_the_code_generates() -> None:
+    if os.environ.get("REPLIMON_GENERATE_GOLDEN_FILES") == "1":
+        build.generate()
+    files = build.dashboard_files()
+    dashboards = sorted(rel for rel in files if rel.startswith("json/"))
+    assert dashboards == [f"json/{n}.json" for n in sorted(build.NAMES)]
+    differ = [rel for rel, text in files.items()
+              if not (HERE / rel).exists() or (HERE / rel).read_text(encoding="utf-8") != text]
+    assert not differ, (f"{differ} differ from the generator: run `replimon dashboards generate` "
+                        "(or REPLIMON_GENERATE_GOLDEN_FILES=1 pytest tests/test_dashboards.py)")
+    assert build.generate(check=True) == []
+
+
+def test_generate_writes_checks_and_removes_stale_files(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    monkeypatch.setattr(build, "HERE", tmp_path)
+    monkeypatch.setattr(build, "JSON_DIR", tmp_path / "json")
+    expected = sorted(str(tmp_path / rel) for rel in build.dashboard_files())
+    assert sorted(build.generate(check=True)) == expected  # nothing there yet
+    assert not (tmp_path / "json").exists()  # ... and check wrote nothing
+    assert sorted(build.generate()) == expected
+    assert build.generate(check=True) == [] and build.generate() == []
+    fleet = tmp_path / "json" / "fleet.json"
+    fleet.write_text(fleet.read_text().replace("Fleet", "Fleat"))
+    stale = tmp_path / "json" / "old.json"
+    stale.write_text("{}\n")
+    assert build.generate(check=True) == [str(fleet), str(stale)]
+    assert build.generate() == [str(fleet), str(stale)]
+    assert not stale.exists() and build.generate(check=True) == []
+
+
+def test_json_is_stable_and_pretty() -> None:
+    for rel, text in build.dashboard_files().items():
+        if not rel.endswith(".json"):
+            continue  # the provisioning YAML: tests/test_alert_rules.py
+        assert text.endswith("}\n") and "\n  \"" in text, rel
+        assert text == json.dumps(json.loads(text), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    assert build.dashboard_files() == build.dashboard_files()
+
+
+# -- schema ----------------------------------------------------------------------------------------
+# Where the vendored schema (the SDK's own, v10.1.x; dashboards/schema/README.md) is narrower than
+# what Grafana accepts, the definition Grafana's sources give is used instead:
+# * the annotation target is any query object, and a threshold's base value is null (-Infinity):
+#   both so in later releases of the same schema (grafana-foundation-sdk main b3d52a7cbaff);
+# * a field matcher's options are `_` (any) in Grafana's CUE kind (byName takes a string), which
+#   the generated JSON schema renders as an object.
+WIDENED = {
+    ("AnnotationQuery", "target"): {"type": "object", "additionalProperties": {}},
+    ("Threshold", "value"): {"anyOf": [{"type": "number"}, {"type": "null"}]},
+    ("MatcherConfig", "options"): {},
+}
+
+
+def schema(name: str) -> dict[str, Any]:
+    return json.loads((SCHEMA_DIR / f"{name}.jsonschema.json").read_text(encoding="utf-8"))
+
+
+def dashboard_validator() -> jsonschema.Draft7Validator:
+    s = schema("dashboard")
+    for (definition, prop), replacement in WIDENED.items():
+        assert prop in s["definitions"][definition]["properties"], (definition, prop)
+        s["definitions"][definition]["properties"][prop] = replacement
+    return jsonschema.Draft7Validator(s)
+
+
+def definition_validator(s: dict[str, Any], definition: str) -> jsonschema.Draft7Validator:
+    return jsonschema.Draft7Validator({**s, "$ref": f"#/definitions/{definition}"})
+
+
+def test_vendored_schemas_are_the_files_the_readme_names() -> None:
+    readme = (SCHEMA_DIR / "README.md").read_text(encoding="utf-8")
+    listed = dict((m[2], m[1]) for m in re.finditer(r"`([0-9a-f]{64})`\s+`([\w.]+\.json)`", readme))
+    present = {p.name for p in SCHEMA_DIR.glob("*.json")}
+    assert present and set(listed) == present
+    for name, digest in listed.items():
+        assert hashlib.sha256((SCHEMA_DIR / name).read_bytes()).hexdigest() == digest, name
+
+
+@pytest.mark.parametrize("name", build.NAMES)
+def test_dashboard_validates_against_grafanas_schema(name: str) -> None:
+    dash = DASHBOARDS[name]
+    validator = dashboard_validator()
+    errors = [f"{list(e.absolute_path)}: {e.message[:300]}" for e in validator.iter_errors(dash)]
+    assert not errors, errors
+    broken = copy.deepcopy(dash)
+    del broken["panels"][0]["type"]
+    assert not validator.is_valid(broken)  # the schema does reject a broken dashboard
+
+
+@pytest.mark.parametrize("name", build.NAMES)
+def test_panel_options_validate_against_their_plugins_schema(name: str) -> None:
+    errors = []
+    for panel in DASHBOARDS[name]["panels"]:
+        plugin = schema(panel["type"].replace("-", ""))  # every panel type used is vendored
+        checks = [("options", panel["options"], "Options")]
+        if "FieldConfig" in plugin["definitions"]:
+            checks.append(("custom", panel["fieldConfig"]["defaults"].get("custom", {}), "FieldConfig"))
+        for what, data, definition in checks:
+            errors += [f"{panel['title']} {what} {list(e.absolute_path)}: {e.message[:200]}"
+                       for e in definition_validator(plugin, definition).iter_errors(data)]
+    assert not errors, errors
+    stat = schema("stat")
+    assert not definition_validator(stat, "Options").is_valid({"graphMode": "sparkles"})
+
+
+# -- wiring ----------------------------------------------------------------------------------------
+def datasources(node: Any) -> Iterator[Any]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "datasource":
+                yield value
+            yield from datasources(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from datasources(item)
+
+
+@pytest.mark.parametrize("name", build.NAMES)
+def test_only_the_common_datasource(name: str) -> None:
+    dash = DASHBOARDS[name]
+    found = list(datasources(dash))
+    assert found and all(ds == DATASOURCE for ds in found), {json.dumps(d) for d in found}
+    for panel in dash["panels"]:
+        assert panel.get("datasource") == DATASOURCE and panel["targets"], panel["title"]
+        assert all(t.get("datasource") == DATASOURCE for t in panel["targets"]), panel["title"]
+
+
+VARIABLE = re.compile(r"\$\{(\w+)(?:[:.][^}]*)?\}|\[\[(\w+)\]\]|\$(\w+)")
+
+
+def used_variables(text: str) -> set[str]:
+    names = {m.group(1) or m.group(2) or m.group(3) for m in VARIABLE.finditer(text)}
+    return {n for n in names if not n.startswith("__")}  # $__timeFilter, ${__data...}: Grafana's
+
+
+def links(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        if isinstance(node.get("url"), str):
+            yield node["url"]
+        for value in node.values():
+            yield from links(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from links(item)
+
+
+@pytest.mark.parametrize("name", build.NAMES)
+def test_every_variable_used_is_defined(name: str) -> None:
+    dash = DASHBOARDS[name]
+    order = [v["name"] for v in dash["templating"]["list"]]
+    assert order[0] == "run" and order.count("run") == 1
+    for q in (q for q in QUERIES if q.dashboard == name):
+        used = used_variables(q.sql)
+        assert "run" in used or q.where == "run", f"{q.id} does not filter on $run"
+        before = order[:order.index(q.where)] if q.kind == "variable" else order
+        assert used <= set(before), f"{q.id} uses {used - set(before)}"
+    for url in links(dash):
+        assert used_variables(url) <= set(order), url
+
+
+def test_group_links_point_at_group_detail_with_its_variables() -> None:
+    group = DASHBOARDS["group"]
+    names = {v["name"] for v in group["templating"]["list"]}
+    urls = [u for d in DASHBOARDS.values() for u in links(d) if u.startswith(f"/d/{group['uid']}")]
+    assert urls
+    for url in urls:
+        assert {m[1] for m in re.finditer(r"var-(\w+)=", url)} == names, url
+    fleet = {u for u in links(DASHBOARDS["fleet"])}
+    assert any("var-group=${__data.fields.group}" in u for u in fleet)
+
+
+@pytest.mark.parametrize("name", build.NAMES)
+def test_layout(name: str) -> None:
+    panels = DASHBOARDS[name]["panels"]
+    assert [p["id"] for p in panels] == list(range(1, len(panels) + 1))
+    titles = [p["title"] for p in panels]
+    assert len(set(titles)) == len(titles), "panel titles name the queries in these tests"
+    cells: dict[tuple[int, int], str] = {}
+    for p in panels:
+        g = p["gridPos"]
+        assert g["x"] >= 0 and g["x"] + g["w"] <= 24 and g["h"] > 0, p["title"]
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                assert (x, y) not in cells, f"{p['title']} overlaps {cells[(x, y)]}"
+                cells[(x, y)] = p["title"]
+
+
+def test_formats_fit_the_panel_types() -> None:
+    for q in QUERIES:
+        want = "time_series" if q.kind == "timeseries" else "table"
+        assert q.fmt == want, q.id
+
+
+# -- SQL against the end-to-end run ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Setting:
+    """What the queries are expanded with: the run, a group, a time range per dashboard."""
+
+    dsn: str
+    run: str
+    group: str
+    ranges: dict[str, TimeRange]
+
+    def expand(self, q: Query, time_range: TimeRange | None = None) -> str:
+        return expand(q.sql, time_range or self.ranges[q.dashboard],
+                      {"run": self.run, "group": self.group})
+
+
+def _range(start: datetime, end: datetime) -> TimeRange:
+    return TimeRange(start, end, interval="1m")
+
+
+@pytest.fixture(scope="module")
+def setting(e2e: Any) -> Setting:
+    """Time ranges from the data: event time for the replicas' dashboards (alerts, snapshots),
+    processing time for Pipeline health (batches, broker timestamps). The group: the first
+    faulted group that raised a wedge (so its alerts span time) and has installed and refused
+    configurations (so every annotation has something to show)."""
+    run = e2e.run_id
+    with psycopg.connect(e2e.settings.postgres.dsn) as conn:
+        ev = conn.execute(
+            "SELECT least(min(a.event_ts), (SELECT min(ts) FROM group_timeseries WHERE run_id = %s)),"
+            " greatest(max(a.detected_ts), (SELECT max(ts) FROM group_timeseries WHERE run_id = %s))"
+            " FROM alerts a WHERE a.run_id = %s", (run, run, run)).fetchone()
+        proc = conn.execute(
+            "SELECT least(min(m.ts), (SELECT min(kafka_ts) FROM dead_letters WHERE run_id = %s)),"
+            " greatest(max(m.ts), (SELECT max(kafka_ts) FROM dead_letters WHERE run_id = %s))"
+            " FROM pipeline_metrics m WHERE m.run_id = %s", (run, run, run)).fetchone()
+    assert ev and proc and None not in (*ev, *proc)
+    kinds: dict[str, set[str]] = {}
+    for a in e2e.pg_alerts:
+        kinds.setdefault(a["group"], set()).add(a["kind"])
+    info = {"CONFIG_INSTALLED", "RECONFIG_REFUSED"}
+    group = min((g for g in e2e.manifest if info <= kinds.get(g, set()) and kinds[g] & WEDGES),
+                key=lambda g: (len(g), g))
+    ranges = {name: _range(*(proc if name == "pipeline" else ev)) for name in build.NAMES}
+    return Setting(e2e.settings.postgres.dsn, run, group, ranges)
+
+
+def run_query(conn: psycopg.Connection[Any], sql: str) -> tuple[list[tuple[str, int]], list[tuple[Any, ...]]]:
+    cur = conn.execute(sql)
+    assert cur.description is not None
+    return [(d.name, d.type_code) for d in cur.description], cur.fetchall()
+
+
+def column_problems(q: Query, cols: list[tuple[str, int]]) -> list[str]:
+    """What is wrong with ``cols`` for the query's panel type (empty: nothing)."""
+    names = [c[0] for c in cols]
+    types = dict(cols)
+    numeric = [n for n, t in cols if t in NUMERIC]
+    out = [f"{n}: type {t} is not a number, text, time or boolean"
+           for n, t in cols if t not in NUMERIC | TEXT | TIME | BOOL]
+    if q.kind == "timeseries":
+        if names[0] != "time" or types["time"] not in TIME | NUMERIC:
+            out.append("first column must be a time column named time")
+        text = [n for n in names[1:] if types[n] not in NUMERIC]
+        if text not in ([], ["metric"]) or not numeric or numeric == ["time"]:
+            out.append(f"after time: numeric values (and an optional metric column), got {cols}")
+    elif q.kind in ("stat", "bargauge", "piechart", "gauge"):
+        if not numeric:
+            out.append("needs a numeric column")
+    elif q.kind == "barchart":
+        x = q.panel["options"].get("xField")
+        if x not in names or types[x] not in TEXT or not numeric:
+            out.append(f"needs its x field {x!r} as text and numeric columns")
+    elif q.kind == "state-timeline":
+        if names[0] != "time" or types["time"] not in TIME or len(names) < 2:
+            out.append("needs a time column first and a value column")
+    elif q.kind == "annotation":
+        if types.get("time") not in TIME | NUMERIC or types.get("text") not in TEXT:
+            out.append("needs time and text columns")
+        if "timeend" in types and types["timeend"] not in TIME | NUMERIC:
+            out.append("timeend must be a time")
+    elif q.kind in ("table", "variable"):
+        if not names:
+            out.append("needs a column")
+    else:
+        out.append(f"no column rule for panel type {q.kind}: add one here")
+    return out
+
+
+# The tables every panel reads, keyed by run, and the indexed time column a range filters on.
+RUN_TABLES = {"alerts": None, "group_state": None, "node_state": None, "group_timeseries": "ts",
+              "node_timeseries": "ts", "dead_letters": "kafka_ts", "pipeline_metrics": "ts",
+              "dq_results": "ts"}
+
+
+def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from plan_nodes(child)
+
+
+def index_problems(q: Query, plan: dict[str, Any]) -> list[str]:
+    """Scans of run-keyed tables whose index condition lacks the run (or, for a time series,
+    its time column), in a plan made with sequential scans disabled: the tables of a short
+    test run are small enough for the planner to scan them whole, which says nothing about the
+    indexes a query can use on a large database."""
+    out = []
+    for node in plan_nodes(plan):
+        table = node.get("Relation Name")
+        if table not in RUN_TABLES:
+            continue
+        cond = " ".join(n.get("Index Cond", "") for n in plan_nodes(node))
+        if "run_id" not in cond and not (q.kind == "variable" and q.where == "run"):
+            out.append(f"{node['Node Type']} on {table} without the run: {cond!r}")
+        time = RUN_TABLES[table]
+        if time and not re.search(rf"\b{time}\b", cond):
+            out.append(f"{node['Node Type']} on {table} without a range on {time}: {cond!r}")
+    return out
+
+
+@pytest.mark.parametrize("q", QUERIES, ids=[q.id for q in QUERIES])
+@pytest.mark.broker
+@pytest.mark.postgres
+@pytest.mark.timeout(900)
+def test_query_runs_against_the_e2e_run(q: Query, setting: Setting) -> None:
+    """It runs, returns what its panel needs, with rows, and reads the tables through their
+    indexes: run first, then the time range (the run variable lists runs: the whole index)."""
+    sql = setting.expand(q)
+    with psycopg.connect(setting.dsn, autocommit=True) as conn:
+        cols, rows = run_query(conn, sql)
+        conn.execute("SET enable_seqscan = off")
+        plan = conn.execute(f"EXPLAIN (FORMAT JSON) {sql}").fetchone()
+    assert not column_problems(q, cols), (column_problems(q, cols), sql)
+    assert plan and not index_problems(q, plan[0][0]["Plan"]), (index_problems(q, plan[0][0]["Plan"]), sql)
+    if DQ_TABLE not in q.sql:  # the data-quality table is empty until issue 7
+        assert rows, f"no rows where the run has data:\n{sql}"
+    if q.kind == "variable":
+        assert (setting.group if q.where == "group" else setting.run) in {r[0] for r in rows}
+
+
+DECOY = "decoy-other-run"
+COPIED = ("alerts", "group_state", "node_state", "group_timeseries", "node_timeseries",
+          "dead_letters", "pipeline_metrics", "dq_results")
+
+
+def copy_run(conn: psycopg.Connection[Any], run: str) -> None:
+    """Every row of ``run`` again under run id DECOY, numbers shifted and booleans flipped, times
+    and text unchanged: a query that leaks across runs changes its answer."""
+    for table in COPIED:
+        cols = conn.execute(
+            "SELECT column_name, data_type FROM information_schema.columns"
+            " WHERE table_name = %s AND table_schema = current_schema() ORDER BY ordinal_position",
+            (table,)).fetchall()
+        exprs = []
+        for name, kind in cols:
+            quoted = f'"{name}"'
+            if name == "run_id":
+                exprs.append("%(decoy)s")
+            elif kind in ("bigint", "integer", "smallint", "double precision", "numeric"):
+                exprs.append(f"{quoted} + 1000")
+            elif kind == "boolean":
+                exprs.append(f"NOT {quoted}")
+            else:
+                exprs.append(quoted)
+        names = ", ".join(f'"{n}"' for n, _ in cols)
+        conn.execute(f"INSERT INTO {table} ({names}) SELECT {', '.join(exprs)} FROM {table}"
+                     " WHERE run_id = %(run)s", {"decoy": DECOY, "run": run})
+
+
+@pytest.mark.broker
+@pytest.mark.postgres
+@pytest.mark.timeout(900)
+def test_queries_ignore_other_runs(setting: Setting) -> None:
+    """The whole comparison happens in one transaction that is rolled back: no other test sees
+    the decoy run."""
+    def answers(conn: psycopg.Connection[Any]) -> dict[str, list[str]]:
+        return {q.id: sorted(map(repr, run_query(conn, setting.expand(q))[1]))
+                for q in QUERIES if q.where != "run" or q.kind != "variable"}
+
+    with psycopg.connect(setting.dsn) as conn:
+        try:
+            before = answers(conn)
+            copy_run(conn, setting.run)
+            assert conn.execute("SELECT count(*) FROM alerts WHERE run_id = %s", (DECOY,)).fetchone() != (0,)
+            after = answers(conn)
+            runs = [q for q in QUERIES if q.kind == "variable" and q.where == "run"]
+            assert all(DECOY in {r[0] for r in run_query(conn, setting.expand(q))[1]} for q in runs)
+        finally:
+            conn.rollback()
+    changed = [k for k in before if before[k] != after[k]]
+    assert not changed, changed
+
+
+# -- definitions against a reference in Python -----------------------------------------------------
+def ms(t: datetime) -> int:
+    return int(t.timestamp() * 1000)
+
+
+def reference_levels(alerts: list[dict[str, Any]], groups: set[str], start: int, end: int) -> dict[str, str]:
+    """docs/dashboards.md, "Health": the worst severity of the alerts open at ``end``."""
+    resolved = {a["alert_id"]: a for a in alerts if a["status"] == "resolved"}
+    worst = dict.fromkeys(groups, 0)
+    for f in alerts:
+        if f["status"] != "firing" or f["severity"] not in ("critical", "warning"):
+            continue
+        if f["event_ts_ms"] > end or f["detected_ts_ms"] > end:
+            continue
+        if f["category"] == "wedge":
+            r = resolved.get(f["alert_id"])
+            is_open = r is None or r["event_ts_ms"] > end
+        else:
+            is_open = f["event_ts_ms"] >= start
+        if is_open:
+            worst[f["group"]] = max(worst[f["group"]], 2 if f["severity"] == "critical" else 1)
+    return {g: ("ok", "warning", "critical")[level] for g, level in worst.items()}
+
+
+@pytest.mark.broker
+@pytest.mark.postgres
+@pytest.mark.timeout(900)
+def test_health_matches_its_definition(e2e: Any, setting: Setting) -> None:
+    """The Fleet's group list and its health pie agree with the definition, over the whole run
+    and at the middle of the longest wedge (so an open wedge counts)."""
+    full = setting.ranges["fleet"]
+    resolved = {a["alert_id"]: a for a in e2e.pg_alerts if a["status"] == "resolved"}
+    longest = max((a for a in e2e.pg_alerts if a["alert_id"] in resolved and a["status"] == "firing"),
+                  key=lambda a: resolved[a["alert_id"]]["event_ts_ms"] - a["detected_ts_ms"])
+    mid = (longest["detected_ts_ms"] + resolved[longest["alert_id"]]["event_ts_ms"]) // 2
+    table = next(q for q in QUERIES if q.dashboard == "fleet" and q.where == "Group list/A")
+    pie = next(q for q in QUERIES if q.dashboard == "fleet" and q.where == "Groups by health/A")
+    groups = set(e2e.group_states)
+    with psycopg.connect(setting.dsn, autocommit=True) as conn:
+        for end in (full.end, datetime.fromtimestamp(mid / 1000, UTC)):
+            tr = _range(full.start, end)
+            cols, rows = run_query(conn, setting.expand(table, tr))
+            got = {r[0]: r[[c[0] for c in cols].index("health")] for r in rows}
+            want = reference_levels(e2e.pg_alerts, groups, ms(full.start), ms(end))
+            assert got == want
+            assert {"ok", "critical"} <= set(want.values())
+            pie_cols, pie_rows = run_query(conn, setting.expand(pie, tr))
+            counts = dict(zip([c[0] for c in pie_cols], pie_rows[0], strict=True))
+            assert counts == {h: list(want.values()).count(h) for h in ("critical", "warning", "ok")}
+        assert longest["group"] in got and got[longest["group"]] != "ok"  # open at the middle
+
+
+@pytest.mark.broker
+@pytest.mark.postgres
+@pytest.mark.timeout(900)
+def test_time_firing_matches_its_definition(e2e: Any, setting: Setting) -> None:
+    """Alerts' "Time firing": each wedge from detection to resolution, clipped to the range."""
+    tr = setting.ranges["alerts"]
+    # a range that cuts wedges at both ends
+    start, end = tr.start + timedelta(seconds=12), tr.end - timedelta(seconds=30)
+    resolved = {a["alert_id"]: a for a in e2e.pg_alerts if a["status"] == "resolved"}
+    want = 0
+    for f in e2e.pg_alerts:
+        if f["status"] != "firing" or f["category"] != "wedge":
+            continue
+        r = resolved.get(f["alert_id"])
+        stop = min(r["event_ts_ms"] if r else ms(end), ms(end))
+        if f["event_ts_ms"] <= ms(end) and f["detected_ts_ms"] <= ms(end) and (r is None or r["event_ts_ms"] >= ms(start)):
+            want += max(0, stop - max(f["detected_ts_ms"], ms(start)))
+    q = next(q for q in QUERIES if q.dashboard == "alerts" and q.where == "Time firing/A")
+    with psycopg.connect(setting.dsn, autocommit=True) as conn:
+        _, rows = run_query(conn, setting.expand(q, _range(start, end)))
+    assert want > 0 and float(rows[0][0]) == pytest.approx(want / 1000)
