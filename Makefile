@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: demo test test-all lint schema install wheel clean
+.PHONY: demo test test-all lint schema install wheel clean browser
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "replimon needs Python 3.11, found " + sys.version.split()[0]'
@@ -19,11 +19,15 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/replimon demo
 
+## Debian's Chromium for the postmortem report's browser test (tests/test_report.py).
+browser:
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium fonts-liberation; }
+
 ## The default test suite (what CI runs). Heavier runs: make test-all.
-test: $(STAMP)
+test: $(STAMP) browser
 	$(VENV)/bin/python -m pytest -q
 
-test-all: $(STAMP)
+test-all: $(STAMP) browser
 	$(VENV)/bin/python -m pytest -q -m "slow or not slow"
 
 lint: $(STAMP)

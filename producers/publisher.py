@@ -188,29 +188,34 @@ class Publisher:
     # -- sending ---------------------------------------------------------------------------------
 
     def send(self, event: Mapping[str, Any]) -> None:
-        """Queue a complete contract-v1 event: topic from its type, key = its group.
+        """Queue a complete contract-v1 event: topic from its type, key = its group, record
+        timestamp = its ``ts_ms`` (Kafka's CreateTime: when the node created it), so the time
+        windows of a replay (``replimon replay --from --to``) are event-time windows.
 
         Not validated here (:class:`NodePublisher` does that). Blocks while the local queue is
         full; raises :class:`BufferFull` after ``block_timeout_s``.
         """
         topic = self.topics.for_event_type(event["type"])
-        self.send_raw(topic, str(event["group"]).encode("utf-8"), encode_event(event))
+        ts = event.get("ts_ms")
+        self.send_raw(topic, str(event["group"]).encode("utf-8"), encode_event(event),
+                      timestamp=ts if isinstance(ts, int) and ts > 0 else None)
 
-    def send_raw(self, topic: str, key: bytes | None, value: bytes) -> None:
-        """Queue arbitrary bytes (tools and tests: dead-letter probes, malformed records)."""
+    def send_raw(self, topic: str, key: bytes | None, value: bytes, timestamp: int | None = None) -> None:
+        """Queue arbitrary bytes (tools and tests: dead-letter probes, malformed records);
+        ``timestamp``: the record's CreateTime in epoch ms (default: now)."""
         if self._closed:
             raise RuntimeError("publisher is closed")
         try:
-            self._producer.produce(topic, value, key)
+            self._producer.produce(topic, value, key, timestamp=timestamp or 0)
         except BufferError:
-            self._produce_blocking(topic, key, value)
+            self._produce_blocking(topic, key, value, timestamp)
         except KafkaException as exc:
             raise self._refused(exc) from exc
         with self._lock:
             self._sent += 1
         self._producer.poll(0)
 
-    def _produce_blocking(self, topic: str, key: bytes | None, value: bytes) -> None:
+    def _produce_blocking(self, topic: str, key: bytes | None, value: bytes, timestamp: int | None = None) -> None:
         """Back-pressure: serve delivery reports until the queue has room or time runs out."""
         start = time.monotonic()
         deadline = start + self.producer_settings.block_timeout_s
@@ -227,7 +232,7 @@ class Publisher:
                     )
                 self._producer.poll(min(remaining, _BLOCK_POLL_S))
                 try:
-                    self._producer.produce(topic, value, key)
+                    self._producer.produce(topic, value, key, timestamp=timestamp or 0)
                 except BufferError:
                     continue
                 except KafkaException as exc:

@@ -136,6 +136,7 @@ class Streaming(_Section):
     validator: str = Field("arrow", pattern="^(arrow|sql)$", description="contract validation: arrow (parse_event in the Python workers, fast) or sql (Spark expressions only)")
     source_partitions: int = Field(0, ge=0, le=10_000, description="Spark tasks that read a micro-batch from Kafka (0: Spark's default parallelism)")
     state_buckets: int = Field(64, ge=1, le=1_000_000, description="groups share this many state keys (pinned in a checkpoint)")
+    replay_checkpoint_s: float = Field(60.0, ge=0, description="each group's whole state goes to monitor.state as a checkpoint record when its event time crosses a multiple of this (replays start from them; 0: never)")
     spark_conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings, e.g. spark.jars.packages for the built-in kafka source (docker-compose)")
 
 

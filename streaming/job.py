@@ -49,7 +49,9 @@ def read_source(spark: Any, settings: Any, *, starting: str = "earliest", ending
     return reader.load()
 
 
-def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: str = "pandas") -> Any:
+def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: str = "pandas",
+          initial: Any = None, floors: dict[str, dict[str, int]] | None = None,
+          only_groups: frozenset[str] | None = None) -> Any:
     """raw Kafka rows -> one DataFrame of output rows (alerts, group states, dead letters).
 
     One pass: validation packs each Arrow batch into one row per group (and one of dead letters,
@@ -57,7 +59,12 @@ def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: st
     In replay the watermark is taken on the packed rows' latest event time and that column is
     dropped before the operator: Spark then has no input column to drop "late" rows by (it would
     silently drop events older than the watermark: a topic read behind the others), while the
-    watermark still advances and fires the event-time timers."""
+    watermark still advances and fires the event-time timers.
+
+    A replay (``replimon.replay``) also passes ``initial``: a DataFrame (bucket, group, state,
+    floors) of the checkpoint records it starts from, ``floors``: where a group with no such
+    record starts (the window's start offsets), and ``only_groups``: the groups to replay
+    (the others' events are left out when they are packed)."""
     from pyspark.sql import functions as F
 
     limits = Limits.from_settings(settings)
@@ -65,18 +72,24 @@ def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: st
     if settings.streaming.validator == "sql":
         from replimon.streaming.validate import pack_events as sql_pack
 
+        if only_groups:
+            raise ValueError("streaming.validator sql cannot replay selected groups: use arrow")
         packed = sql_pack(raw, topic_types(settings), buckets)  # no clock rows: see docs/streaming.md
     else:
         from replimon.streaming.validate_arrow import pack_events
 
-        packed = pack_events(raw, topic_types(settings), buckets, clock=time_mode == LIVE)
+        packed = pack_events(raw, topic_types(settings), buckets, clock=time_mode == LIVE, only=only_groups)
     if time_mode == REPLAY:
         skew_s = max(1, int(round(limits.skew_ms / 1000)))
         packed = (packed.withColumn("event_time", F.timestamp_millis(F.col("event_ms")))
                   .withWatermark("event_time", f"{skew_s} seconds"))
     grouped = packed.select("bucket", "group", "events").groupBy("bucket")
+    options = {"checkpoint_ms": int(settings.streaming.replay_checkpoint_s * 1000), "floors": floors}
+    start = None if initial is None else initial.groupBy("bucket")
     if api == "pandas":
         return grouped.transformWithStateInPandas(
-            pandas_processor(limits, time_mode, buckets), OUTPUT_SCHEMA, "Append", time_mode)
+            pandas_processor(limits, time_mode, buckets, **options), OUTPUT_SCHEMA, "Append", time_mode,
+            initialState=start)
     return grouped.transformWithState(
-        row_processor(limits, time_mode, buckets), OUTPUT_SCHEMA, "Append", time_mode)
+        row_processor(limits, time_mode, buckets, **options), OUTPUT_SCHEMA, "Append", time_mode,
+        initialState=start)

@@ -44,30 +44,33 @@ from replimon.core.limits import Limits
 from replimon.core.monitor import GroupMonitor
 from replimon.streaming.validate_arrow import CLOCK_KEY, DEAD_BUCKET
 
-STATE_NAME = "monitor_v4"
+STATE_NAME = "monitor_v5"
 STATE_SCHEMA = "groups STRING, timer LONG, buckets INT, clock_batch LONG, clock LONG"
 INPUT_COLUMNS = ("bucket", "group", "events")
 OUTPUT_SCHEMA = "out STRING, group_id STRING, id STRING, status STRING, ts_ms LONG, payload STRING"
 LIVE, REPLAY = "ProcessingTime", "EventTime"
 DEFAULT_BUCKETS = 64
 
-# A bucket's groups as kept in its state: name -> [the core's to_state() as JSON text, its
-# next_timer()]. Stored as one line a group, "name<TAB>next<TAB>json" (JSON text has no raw tab
-# or newline, nor have group ids): a batch parses and re-serialises only the groups it touches,
-# the others' text passes through as it is.
+# A bucket's groups as kept in its state: name -> [the core's to_state() as JSON text ("" for a
+# group that has no state yet), its next_timer(), its floors]. Floors (replay only, else ""): JSON
+# {topic: {partition: offset}} below which the group's events are already in its state (a replay
+# that starts from a checkpoint record; docs/replay.md). Stored as one line a group,
+# "name<TAB>next<TAB>floors<TAB>json" (JSON text has no raw tab or newline, nor have group ids): a
+# batch parses and re-serialises only the groups it touches, the others' text passes through.
 Groups = dict[str, list[Any]]
 
 
 def parse_groups(text: str) -> Groups:
     groups: Groups = {}
     for line in text.split("\n") if text else ():
-        name, when, kept = line.split("\t", 2)
-        groups[name] = [kept, int(when) if when else None]
+        name, when, floors, kept = line.split("\t", 3)
+        groups[name] = [kept, int(when) if when else None, floors]
     return groups
 
 
 def format_groups(groups: Groups) -> str:
-    return "\n".join(f"{name}\t{'' if when is None else when}\t{kept}" for name, (kept, when) in groups.items())
+    return "\n".join(f"{name}\t{'' if when is None else when}\t{floors}\t{kept}"
+                     for name, (kept, when, floors) in groups.items())
 
 
 class StateBucketsChanged(RuntimeError):
@@ -95,12 +98,19 @@ def dead_rows(packs: Iterable[str]) -> list[tuple[Any, ...]]:
 
 
 class MonitorLogic:
-    """What both adapters do for one bucket: load, feed its groups, emit, save, re-arm."""
+    """What both adapters do for one bucket: load, feed its groups, emit, save, re-arm.
 
-    def __init__(self, limits: Limits, time_mode: str = LIVE, buckets: int = DEFAULT_BUCKETS) -> None:
+    ``checkpoint_ms``: a group whose event-time clock crosses a multiple of it emits a
+    ``checkpoint`` row (its whole state, for replays to start from; 0: never). ``floors``: the
+    floors of a group that first appears (a replay's window start; None: none)."""
+
+    def __init__(self, limits: Limits, time_mode: str = LIVE, buckets: int = DEFAULT_BUCKETS,
+                 checkpoint_ms: int = 0, floors: dict[str, dict[str, int]] | None = None) -> None:
         self.limits = limits
         self.time_mode = time_mode
         self.buckets = buckets
+        self.checkpoint_ms = checkpoint_ms
+        self.new_floors = _dumps(floors) if floors else ""
 
     def now(self, timer_values: Any) -> int:
         if self.time_mode == LIVE:
@@ -138,19 +148,32 @@ class MonitorLogic:
     def monitor(self, groups: Groups, name: str) -> GroupMonitor:
         kept = groups.get(name)
         if kept is None:
+            groups[name] = ["", None, self.new_floors]
+            return GroupMonitor(name, self.limits)
+        if not kept[0]:
             return GroupMonitor(name, self.limits)
         return GroupMonitor.from_state(json.loads(kept[0]), self.limits)
 
     @staticmethod
     def keep(groups: Groups, gm: GroupMonitor) -> None:
-        groups[gm.group] = [_dumps(gm.to_state()), gm.next_timer()]
+        kept = groups.get(gm.group)
+        groups[gm.group] = [_dumps(gm.to_state()), gm.next_timer(), kept[2] if kept else ""]
+
+    def crossed(self, before: int, after: int) -> bool:
+        """Whether a group clock that moved from ``before`` to ``after`` passed a checkpoint."""
+        p = self.checkpoint_ms
+        return p > 0 and after >= 0 and (before < 0 or after // p > before // p)
 
     # -- the core ---------------------------------------------------------------------------------
-    def feed(self, gm: GroupMonitor, packs: Iterable[str], now: int) -> list[Alert]:
-        """``packs``: JSON arrays of ``{"t", "p", "o", "e"}`` items."""
+    def feed(self, gm: GroupMonitor, packs: Iterable[str], now: int, floors: str = "") -> list[Alert]:
+        """``packs``: JSON arrays of ``{"t", "p", "o", "e"}`` items; with ``floors``, the items
+        below them are already in the group's state and skipped."""
         items: list[dict[str, Any]] = []
         for text in packs:
             items.extend(json.loads(text))
+        if floors:
+            below = json.loads(floors)
+            items = [i for i in items if i["o"] >= below.get(i["t"], {}).get(str(i["p"]), 0)]
         items.sort(key=_order)
         out: list[Alert] = []
         live_now = now if self.time_mode == LIVE else None
@@ -216,15 +239,18 @@ class MonitorLogic:
         gms = []
         for name in sorted(by_group):
             gm = self.monitor(groups, name)
-            out_alerts = self.feed(gm, by_group[name], now)
+            before = gm.clock
+            out_alerts = self.feed(gm, by_group[name], now, groups[name][2])
             read = max(read, gm.clock)
-            gms.append((gm, out_alerts))
+            gms.append((gm, out_alerts, before))
         clock = (now, read) if read >= 0 else None
         outside = self.outside(now, clock)
-        for gm, alerts in gms:
+        for gm, alerts, before in gms:
             alerts += self.due(gm, outside)
             self.keep(groups, gm)
             out.extend(self.rows(gm, alerts, snapshot=True))
+            if self.crossed(before, gm.clock):
+                out.append(("checkpoint", gm.group, gm.group, None, gm.clock, groups[gm.group][0]))
         # A registered timer at or before ``now`` fires after this data (Spark's order) and is
         # re-armed there; it counts as registered until then.
         timer = self.arm(handle, groups, now, timer)
@@ -241,6 +267,19 @@ class MonitorLogic:
             self.load(state)  # raises StateBucketsChanged
         state.update((value[0], value[1], self.buckets, now, read))
         return []
+
+    def on_initial(self, handle: Any, state: Any, rows: Iterable[tuple[str, str, str]], now: int) -> None:
+        """A replay's starting state for one bucket: (group, to_state() JSON text or "", floors
+        JSON text), from the checkpoint records it starts from (``replimon.replay``)."""
+        groups, timer, clock = self.load(state)
+        for name, kept, floors in rows:
+            if kept:
+                gm = GroupMonitor.from_state(json.loads(kept), self.limits)
+                groups[name] = [kept, gm.next_timer(), floors]
+            else:
+                groups[name] = ["", None, floors]
+        timer = self.arm(handle, groups, now, timer)
+        self.save(state, groups, timer, clock)
 
     def on_timer(self, handle: Any, state: Any, now: int) -> list[tuple[Any, ...]]:
         groups, _, clock = self.load(state)
@@ -289,6 +328,10 @@ class _Common:
         logic = self.logic
         return logic.on_rows(self.handle, self.state, rows, logic.now(timer_values))
 
+    def _on_initial(self, key: Any, rows: list[tuple[str, str, str]], timer_values: Any) -> None:
+        logic = self.logic
+        logic.on_initial(self.handle, self.state, rows, logic.now(timer_values))
+
     def _on_timer(self, key: Any, timer_values: Any) -> list[tuple[Any, ...]]:
         logic = self.logic
         return logic.on_timer(self.handle, self.state, logic.now(timer_values))
@@ -297,15 +340,18 @@ class _Common:
         pass
 
 
-def row_processor(limits: Limits, time_mode: str = LIVE, buckets: int = DEFAULT_BUCKETS) -> Any:
-    """A Row-API StatefulProcessor (``transformWithState``)."""
+def row_processor(limits: Limits, time_mode: str = LIVE, buckets: int = DEFAULT_BUCKETS, **options: Any) -> Any:
+    """A Row-API StatefulProcessor (``transformWithState``); ``options``: MonitorLogic's."""
     from pyspark.sql import Row
 
     base = _processor_base()
 
     class MonitorProcessor(_Common, base):  # type: ignore[misc, valid-type]
         def __init__(self) -> None:
-            self.logic = MonitorLogic(limits, time_mode, buckets)
+            self.logic = MonitorLogic(limits, time_mode, buckets, **options)
+
+        def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:  # noqa: N802, N803
+            self._on_initial(key, [(initialState.group, initialState.state, initialState.floors)], timerValues)
 
         def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:  # noqa: N802, N803
             for t in self._on_rows(key, [(r.group, r.events) for r in rows], timerValues):
@@ -318,8 +364,8 @@ def row_processor(limits: Limits, time_mode: str = LIVE, buckets: int = DEFAULT_
     return MonitorProcessor()
 
 
-def pandas_processor(limits: Limits, time_mode: str = LIVE, buckets: int = DEFAULT_BUCKETS) -> Any:
-    """A Pandas-API StatefulProcessor (``transformWithStateInPandas``)."""
+def pandas_processor(limits: Limits, time_mode: str = LIVE, buckets: int = DEFAULT_BUCKETS, **options: Any) -> Any:
+    """A Pandas-API StatefulProcessor (``transformWithStateInPandas``); ``options``: MonitorLogic's."""
     import pandas as pd
 
     base = _processor_base()
@@ -330,7 +376,11 @@ def pandas_processor(limits: Limits, time_mode: str = LIVE, buckets: int = DEFAU
 
     class MonitorPandasProcessor(_Common, base):  # type: ignore[misc, valid-type]
         def __init__(self) -> None:
-            self.logic = MonitorLogic(limits, time_mode, buckets)
+            self.logic = MonitorLogic(limits, time_mode, buckets, **options)
+
+        def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:  # noqa: N802, N803
+            rows = list(zip(initialState["group"], initialState["state"], initialState["floors"], strict=True))
+            self._on_initial(key, rows, timerValues)
 
         def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:  # noqa: N802, N803
             data: list[tuple[str, str]] = []

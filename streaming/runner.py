@@ -90,13 +90,17 @@ def start_query(spark: Any, settings: Any, *, run_id: str = "live", time_mode: s
                 ending: str | None = None, trigger_s: float | None = None, available_now: bool = False,
                 observers: list[Callable[[BatchResult], None]] | None = None, pg: Any = None,
                 kafka_out: bool = True, max_offsets: int | None = None,
-                metrics_listener: bool = True) -> Any:
+                metrics_listener: bool = True, window_start_ms: int | None = None,
+                **build_options: Any) -> Any:
     """Build and start the monitoring query; returns the StreamingQuery. With ``pg`` (and
-    ``metrics_listener``) each micro-batch's progress also goes to ``pipeline_metrics``."""
+    ``metrics_listener``) each micro-batch's progress also goes to ``pipeline_metrics``.
+    ``build_options`` go to ``build`` (a replay's initial state, floors, groups), and
+    ``window_start_ms`` to the writer."""
     raw = read_source(spark, settings, starting=starting, ending=ending, max_offsets=max_offsets)
-    out = build(spark, raw, settings, time_mode=time_mode, api=api)
+    out = build(spark, raw, settings, time_mode=time_mode, api=api, **build_options)
     ckpt = Path(checkpoint) if checkpoint else Path(settings.paths.checkpoint_dir) / run_id
-    writer = BatchWriter(settings, run_id, pg=pg, kafka=kafka_out, observers=observers, checkpoint=str(ckpt))
+    writer = BatchWriter(settings, run_id, pg=pg, kafka=kafka_out, observers=observers, checkpoint=str(ckpt),
+                         window_start_ms=window_start_ms)
     ckpt.mkdir(parents=True, exist_ok=True)
     name = f"{QUERY_NAME}_{run_id}".replace("-", "_")
     if pg is not None and metrics_listener:

@@ -27,7 +27,8 @@ def bucket_of(group: str, buckets: int) -> int:
     return zlib.crc32(group.encode()) % buckets
 
 
-def _pack_batches(topic_types: dict[str, str], buckets: int, clock: bool) -> Any:
+def _pack_batches(topic_types: dict[str, str], buckets: int, clock: bool,
+                  only: frozenset[str] | None = None) -> Any:
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import base64
         import json
@@ -61,6 +62,8 @@ def _pack_batches(topic_types: dict[str, str], buckets: int, clock: bool) -> Any
                     reason = None
                 if reason is None:
                     e: Any = parsed
+                    if only is not None and e.group not in only:
+                        continue  # a replay of selected groups: valid, just not asked for
                     q = quoted.get(topic)
                     if q is None:
                         q = quoted[topic] = json.dumps(topic)
@@ -99,7 +102,8 @@ def _pack_batches(topic_types: dict[str, str], buckets: int, clock: bool) -> Any
     return run
 
 
-def pack_events(df: Any, topic_types: dict[str, str], buckets: int, clock: bool = False) -> Any:
+def pack_events(df: Any, topic_types: dict[str, str], buckets: int, clock: bool = False,
+                only: frozenset[str] | None = None) -> Any:
     """One pass over the Kafka rows: per Arrow batch, one row per group with its valid events
     (``events``: a JSON array of ``{"t": topic, "p": partition, "o": offset, "e": event}``) and
     its state ``bucket`` (``bucket_of``), and one row with the dead letters (``{topic, partition,
@@ -110,6 +114,7 @@ def pack_events(df: Any, topic_types: dict[str, str], buckets: int, clock: bool 
     while that is behind the processing time (a backlog).
 
     Packing cuts the rows the stateful operator handles (its cost is per row and per key, not per
-    byte) and the source is read once (a union of a valid and a dead branch read it twice)."""
+    byte) and the source is read once (a union of a valid and a dead branch read it twice).
+    ``only``: keep the valid events of these groups only (a replay of selected groups)."""
     return df.select("value", "topic", "partition", "offset", "timestamp").mapInArrow(
-        _pack_batches(dict(topic_types), buckets, clock), PACKED_SCHEMA)
+        _pack_batches(dict(topic_types), buckets, clock, only), PACKED_SCHEMA)

@@ -39,6 +39,8 @@ class BatchResult:
     alerts: list[dict[str, Any]] = field(default_factory=list)
     snapshots: list[dict[str, Any]] = field(default_factory=list)
     dead_letters: list[dict[str, Any]] = field(default_factory=list)
+    # (group, clock_ms, the group's whole state as JSON text): to monitor.state for replays
+    checkpoints: list[tuple[str, int, str]] = field(default_factory=list)
     written: bool = True  # False: a retried batch PostgreSQL had already committed
 
 
@@ -48,8 +50,11 @@ class BatchWriter:
 
     def __init__(self, settings: Any, run_id: str = "live", *, pg: Any = None, kafka: bool = True,
                  observers: list[Callable[[BatchResult], None]] | None = None,
-                 checkpoint: str | None = None) -> None:
+                 checkpoint: str | None = None, window_start_ms: int | None = None) -> None:
         self.settings = settings
+        # A replay that starts from checkpoint records before its window re-reads events before
+        # the window: what they produce is left out (docs/replay.md).
+        self.window_start_ms = window_start_ms
         self.checkpoint = checkpoint
         self.run_id = run_id
         self.pg = pg
@@ -82,12 +87,44 @@ class BatchWriter:
                 self.pg.pipeline = f"monitor:{stream_id}"
         self._bound = True
 
+    def batch_offsets(self, batch_id: int) -> dict[str, dict[str, int]]:
+        """The input offsets micro-batch ``batch_id`` ends at, from the checkpoint's offset log
+        (Spark writes it before the batch runs; the third line is the Kafka source's offsets,
+        ``{"topic": {"partition": offset}}`` for both Kafka sources). Read through Hadoop's
+        file system API, so a checkpoint on HDFS or S3 works as a local one does."""
+        if self.checkpoint is None:
+            return {}
+        from pyspark.sql import SparkSession
+
+        path = f"{self.checkpoint.rstrip('/')}/offsets/{batch_id}"
+        spark = SparkSession.getActiveSession()
+        if spark is None or "://" not in path:
+            with open(path, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        else:  # pragma: no cover - a remote checkpoint (docs/cluster.md)
+            jvm = spark._jvm
+            hpath = jvm.org.apache.hadoop.fs.Path(path)
+            fs = hpath.getFileSystem(spark._jsc.hadoopConfiguration())
+            stream = fs.open(hpath)
+            try:
+                text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+            finally:
+                stream.close()
+            lines = str(text).splitlines()
+        return json.loads(lines[2]) if len(lines) > 2 and lines[2].startswith("{") else {}
+
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
         self._bind_pipeline()
         rows = df.collect()
         result = BatchResult(batch_id)
+        start = self.window_start_ms
         for r in rows:
+            if r.out == "checkpoint":
+                result.checkpoints.append((r.group_id, r.ts_ms, r.payload))
+                continue
+            if start is not None and r.out in ("alert", "state") and r.ts_ms < start:
+                continue
             payload = json.loads(r.payload)
             if r.out == "alert":
                 result.alerts.append(payload)
@@ -124,7 +161,17 @@ class BatchWriter:
                       headers={"alert_id": a["alert_id"], "status": a["status"], **batch})
         for s in result.snapshots:
             p.produce(topics.state, key=s["group"].encode(), value=json.dumps(s, separators=(",", ":")).encode(),
-                      headers=batch)
+                      headers={"kind": "snapshot", **batch})
+        if result.checkpoints:
+            # A group's whole state, keyed by group and event time (compaction keeps each one),
+            # with the input offsets the batch ended at: a replay starts from here.
+            offsets = json.dumps(self.batch_offsets(result.batch_id), separators=(",", ":"), sort_keys=True)
+            for group, clock_ms, text in result.checkpoints:
+                value = (f'{{"kind":"checkpoint","group":{json.dumps(group)},"clock_ms":{clock_ms},'
+                         f'"run_id":{json.dumps(self.run_id)},"batch_id":{result.batch_id},'
+                         f'"offsets":{offsets},"state":{text}}}')
+                p.produce(topics.state, key=f"{group}@{clock_ms}".encode(), value=value.encode(),
+                          headers={"kind": "checkpoint", **batch})
         for d in result.dead_letters:
             p.produce(topics.dead_letters, key=f"{d['topic']}:{d['partition']}:{d['offset']}".encode(),
                       value=d["raw"], headers={"reason": d["reason"][:1000], "topic": d["topic"],

@@ -40,7 +40,7 @@ def publish(settings: Any, events: list[dict[str, Any]], bad: list[tuple[str, by
     topics = settings.kafka.topics
     for ev in events:
         p.produce(topics.for_event_type(ev["type"]), key=ev["group"].encode(),
-                  value=json.dumps(ev, separators=(",", ":")).encode())
+                  value=json.dumps(ev, separators=(",", ":")).encode(), timestamp=ev["ts_ms"])
     for topic_name, raw in bad:
         p.produce(getattr(topics, topic_name), key=b"g1", value=raw)
     assert p.flush(60) == 0

@@ -267,7 +267,7 @@ def test_a_backlog_after_an_outage_raises_no_false_silence() -> None:
 def test_groups_text_round_trips_and_passes_untouched_groups_through() -> None:
     from replimon.streaming.processor import format_groups
 
-    groups = {"g1": ['{"v":1,"a":"x\\ty"}', 123], "db.eu-2:a": ["{}", None]}
+    groups = {"g1": ['{"v":1,"a":"x\\ty"}', 123, ""], "db.eu-2:a": ["{}", None, '{"t":{"0":5}}']}
     text = format_groups(groups)
     assert parse_groups(text) == groups and format_groups(parse_groups(text)) == text
     assert parse_groups("") == {}

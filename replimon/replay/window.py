@@ -1,0 +1,211 @@
+"""Planning a replay: which records a time window covers, and the group states it starts from.
+
+A window ``[from, to)`` is taken on the records' Kafka timestamps, with Spark's
+``startingTimestamp``/``endingTimestamp`` meaning (the first record at or after each time, per
+partition); the publisher stamps every record with its event's ``ts_ms``, so this is event time.
+
+Where a group stands at ``from`` comes from ``monitor.state``: the job writes there, besides the
+latest snapshot per group, a *checkpoint record* each time a group's event time crosses a multiple
+of ``streaming.replay_checkpoint_s`` (the group's whole state, and the input offsets the
+micro-batch ended at). The replay takes, per group, the latest checkpoint record from before
+``from`` whose offsets all lie at or below the window's start offsets, starts reading each
+partition at the lowest offset any chosen record needs, and skips, per group, the events its
+record already holds (its *floors*). Groups without such a record start empty at the window's
+start (the monitor then says INCOMPLETE_HISTORY where the history it sees begins mid-way).
+With ``state_from="earliest"`` the replay instead reads everything from the oldest record Kafka
+still holds and keeps only what falls in the window. docs/replay.md has the whole story.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from replimon.streaming.validate_arrow import bucket_of
+
+Offsets = dict[str, dict[str, int]]  # {topic: {partition: offset}}, Spark's Kafka offset JSON
+TP = tuple[str, int]
+
+
+class ReplayError(ValueError):
+    """A window or option that cannot be replayed (one line, for the CLI)."""
+
+
+def to_json_offsets(offsets: Mapping[TP, int]) -> Offsets:
+    out: Offsets = {}
+    for (topic, partition), off in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = int(off)
+    return out
+
+
+def from_json_offsets(value: Mapping[str, Mapping[str, int]]) -> dict[TP, int]:
+    return {(t, int(p)): int(o) for t, parts in value.items() for p, o in parts.items()}
+
+
+def fmt_ms(ms: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class Window:
+    """The records of the input topics a window covers."""
+
+    from_ms: int
+    to_ms: int
+    earliest: dict[TP, int]  # oldest offset Kafka still holds
+    end: dict[TP, int]  # true end of each partition now
+    start: dict[TP, int]  # first record at or after from_ms
+    until: dict[TP, int]  # first record at or after to_ms (exclusive end of the window)
+
+    @property
+    def records(self) -> int:
+        return sum(self.until[tp] - self.start[tp] for tp in self.start)
+
+
+def plan_window(bootstrap: str, topics: Sequence[str], from_ms: int, to_ms: int,
+                client_options: Mapping[str, str] | None = None) -> Window:
+    """Resolve the window's offsets on the broker; ReplayError for an empty window or one that
+    starts before what Kafka still holds."""
+    from replimon.streaming.sources.kafka import KafkaClient, parse_options
+
+    if from_ms >= to_ms:
+        raise ReplayError(f"--from ({fmt_ms(from_ms)}) must be before --to ({fmt_ms(to_ms)})")
+    opts = parse_options({"subscribe": ",".join(topics), "kafka.bootstrap.servers": bootstrap,
+                          **{f"kafka.{k}": v for k, v in (client_options or {}).items()}})
+    client = KafkaClient(opts)
+    try:
+        tps, marks, ends = client.snapshot()
+        if not tps:
+            raise ReplayError(f"none of the topics {', '.join(topics)} exists on {bootstrap}")
+        at_from = client.timestamp_offsets({tp: from_ms for tp in tps}, marks, ends)
+        at_to = client.timestamp_offsets({tp: to_ms for tp in tps}, marks, ends)
+        start = {tp: _or(at_from[tp], ends[tp]) for tp in tps}
+        until = {tp: _or(at_to[tp], ends[tp]) for tp in tps}
+        window = Window(from_ms, to_ms, {tp: marks[tp][0] for tp in tps}, dict(ends), start, until)
+        # Records deleted by retention: a partition that no longer starts at 0 and whose oldest
+        # record is at or after the window's start may have lost the window's first records.
+        lost = [tp for tp in tps if window.earliest[tp] > 0 and start[tp] == window.earliest[tp]
+                and window.earliest[tp] < ends[tp]]
+        if lost:
+            firsts = client.record_timestamps({tp: window.earliest[tp] for tp in lost})
+            oldest = min(v[0][1] for v in firsts.values() if v)
+            if oldest > from_ms:
+                names = ", ".join(f"{t}-{p}" for t, p in sorted(lost)[:4])
+                raise ReplayError(
+                    f"the window starts at {fmt_ms(from_ms)} but Kafka no longer holds records that "
+                    f"old on {names}: its oldest record there is from {fmt_ms(oldest)} (retention). "
+                    f"Start the window at or after that time.")
+        if window.records == 0:
+            held = sum(ends[tp] - window.earliest[tp] for tp in tps)
+            raise ReplayError(
+                f"no record was published between {fmt_ms(from_ms)} and {fmt_ms(to_ms)} on "
+                f"{', '.join(topics)} (they hold {held} record(s) in all)")
+        return window
+    finally:
+        client.close()
+
+
+def _or(hit: int | None, end: int) -> int:
+    """An offset found for a time, or the partition's end when no record is that late."""
+    return end if hit is None else hit
+
+
+@dataclass
+class Checkpoint:
+    """A group's checkpoint record from ``monitor.state``."""
+
+    group: str
+    clock_ms: int
+    offsets: dict[TP, int]
+    state: str  # the group's to_state() as JSON text
+    run_id: str = ""
+    batch_id: int = -1
+
+
+@dataclass
+class StartState:
+    """Where a replay starts: per partition, and per group."""
+
+    starting: dict[TP, int]  # where each partition is read from
+    checkpoints: dict[str, Checkpoint] = field(default_factory=dict)  # group -> the record it starts from
+    floors: dict[TP, int] = field(default_factory=dict)  # groups without a record: the window start
+
+    def initial_rows(self, buckets: int) -> list[tuple[int, str, str, str]]:
+        """(bucket, group, state, floors) rows for the stateful operator's initial state."""
+        return [(bucket_of(g, buckets), g, cp.state, json.dumps(to_json_offsets(cp.offsets), separators=(",", ":")))
+                for g, cp in sorted(self.checkpoints.items())]
+
+
+def read_checkpoints(bootstrap: str, topic: str, client_options: Mapping[str, str] | None = None,
+                     timeout_s: float = 60.0) -> list[Checkpoint]:
+    """Every checkpoint record ``topic`` (``monitor.state``) holds now."""
+    import time
+
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    conf = {"bootstrap.servers": bootstrap, "group.id": "replimon-replay", "enable.auto.commit": False,
+            "enable.partition.eof": True, "auto.offset.reset": "earliest", **(client_options or {})}
+    consumer = Consumer(conf)
+    out: list[Checkpoint] = []
+    try:
+        meta = consumer.list_topics(topic, timeout=10)
+        info = meta.topics.get(topic)
+        if info is None or info.error is not None:
+            return []
+        parts = [TopicPartition(topic, p, -2) for p in sorted(info.partitions)]  # -2: beginning
+        consumer.assign(parts)
+        pending = {p.partition for p in parts}
+        deadline = time.monotonic() + timeout_s
+        while pending and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=0.5):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(msg.partition())
+                    continue
+                headers = dict(msg.headers() or [])
+                if headers.get("kind") != b"checkpoint":
+                    continue
+                value = json.loads(msg.value() or b"{}")
+                out.append(Checkpoint(value["group"], int(value["clock_ms"]), from_json_offsets(value["offsets"]),
+                                      json.dumps(value["state"], separators=(",", ":")),
+                                      value.get("run_id", ""), int(value.get("batch_id", -1))))
+        if pending:
+            raise ReplayError(f"could not read {topic} to its end within {timeout_s:.0f} s")
+    finally:
+        consumer.close()
+    return out
+
+
+def choose_start(window: Window, checkpoints: Iterable[Checkpoint], groups: frozenset[str] | None = None,
+                 state_from: str = "checkpoint", run_id: str | None = "live") -> StartState:
+    """The start of a replay (module docstring). ``run_id``: only checkpoint records of that run
+    (the live job's, by default; None: any)."""
+    if state_from == "earliest":
+        return StartState(starting=dict(window.earliest))
+    if state_from != "checkpoint":
+        raise ReplayError(f"--state must be checkpoint or earliest (got {state_from!r})")
+    best: dict[str, Checkpoint] = {}
+    for cp in checkpoints:
+        if groups is not None and cp.group not in groups:
+            continue
+        if run_id is not None and cp.run_id != run_id:
+            continue
+        if cp.clock_ms >= window.from_ms:
+            continue
+        # Its offsets must not reach into the window (nor be of another topic layout).
+        if any(tp not in cp.offsets or cp.offsets[tp] > window.start[tp] for tp in window.start):
+            continue
+        if cp.offsets and any(cp.offsets[tp] < window.earliest[tp] for tp in window.start):
+            continue  # what it needs after it was deleted: not usable
+        held = best.get(cp.group)
+        if held is None or cp.clock_ms > held.clock_ms:
+            best[cp.group] = cp
+    starting = dict(window.start)
+    for cp in best.values():
+        for tp in starting:
+            starting[tp] = min(starting[tp], cp.offsets[tp])
+    return StartState(starting=starting, checkpoints=best, floors=dict(window.start))
