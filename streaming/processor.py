@@ -2,7 +2,7 @@
 
 Spark only carries events to ``replimon.core`` and keeps its state. Groups share state keys:
 each group belongs to one of ``streaming.state_buckets`` buckets (``bucket_of``: CRC-32 of its
-name), and each bucket has one ValueState (``monitor_v4``: its groups' ``to_state()`` JSON and
+name), and each bucket has one ValueState (``monitor_v5``: its groups' ``to_state()`` JSON and
 next timers, one line a group, the time of the bucket's registered timer, the bucket count, which
 is pinned in the checkpoint, and the input clock of its last batch; the name changes when the
 shape does) and at most one timer.
@@ -10,6 +10,12 @@ shape does) and at most one timer.
 Input rows are packs (``replimon.streaming.validate_arrow.pack_events``): a group and a JSON array
 of its events ``{"t": topic, "p": partition, "o": offset, "e": event}``. Rows of ``DEAD_BUCKET``
 carry dead letters instead, which pass through as ``dead`` output rows without touching state.
+
+Replays (``docs/replay.md``): a group whose event-time clock crosses a multiple of
+``checkpoint_ms`` also emits a ``checkpoint`` row (its whole state), which the writer sends to
+``monitor.state``; a replay brings such states back as the operator's initial state
+(``handleInitialState``), each with its floors: the offsets below which its events are already in
+that state and are skipped.
 
 Cost. Every state call is a round trip to the JVM (about a millisecond here, nearly independent of
 the value's size), and the Pandas API builds data frames per key: so a bucket costs one read and

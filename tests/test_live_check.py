@@ -45,6 +45,8 @@ SECONDS = 35
 FAULTS = ("node_silent:g1@3s", "group_silent:g3@3s", "divergent_decision:g2@5s",
           "events_lost:g2@12s", "beyond_horizon:g1@18s", "execution_regression:g2@20s")
 GROUP_SILENT_S = 11
+CHECKPOINT_S = 10  # checkpoint records every 10 s of event time, for the replay at the end
+REPLAY_FROM_S, REPLAY_TO_S = 14, 30  # a window of the live run, replayed from those records
 
 
 def check_cli(config: Path, trace: Path, cwd: Path) -> Counter[tuple[str, str]]:
@@ -64,7 +66,8 @@ def test_live_equals_check(spark: Any, broker: Any, postgres: Any, topic_prefix:
 
     # clean_env: no REPLIMON_* variables, so the query and the check CLI read the same config file.
     config, settings = job_config(broker, postgres, topic_prefix, tmp_path,
-                                  thresholds={"group_silent_s": GROUP_SILENT_S})
+                                  thresholds={"group_silent_s": GROUP_SILENT_S},
+                                  streaming={"replay_checkpoint_s": CHECKPOINT_S})
     lim = settings.thresholds
     run_id = f"livecheck-{uuid.uuid4().hex[:8]}"
     pg = PostgresSink(settings.postgres.dsn, run_id=run_id)
@@ -123,6 +126,16 @@ def test_live_equals_check(spark: Any, broker: Any, postgres: Any, topic_prefix:
         assert {"NODE_SILENT", "GROUP_SILENT", "DIVERGENT_DECISION", "EVENTS_LOST", "BEYOND_HORIZON",
                 "EXECUTION_REGRESSION"} <= kinds
         live = [lag for _, at, lag in lags if started < at <= ended and lag >= 0]  # batches with data
+        # -- issue 6: a replay of a window the live job processed gives the live run's alerts ----
+        from replimon.replay.diff import diff_runs
+        from replimon.replay.run import replay
+
+        lo, hi = int(started * 1000) + REPLAY_FROM_S * 1000, int(started * 1000) + REPLAY_TO_S * 1000
+        rerun = replay(settings, lo, hi, spark=spark, checkpoints_of=run_id)
+        assert sorted(rerun.start.checkpoints) == sorted(last)  # every group from a live record
+        same = diff_runs(settings.postgres.dsn, run_id, rerun.run_id, window=(lo, hi))
+        assert same.same, same.lines()
+        assert [a for a in got_alerts if lo <= a["event_ts_ms"] < hi]  # ... and there was something to compare
         print(f"\n{len(events)} events in {SECONDS} s live; {len(lags)} batches, {len(live)} while publishing, "
               f"{min(live):.1f}..{max(live):.1f} s behind the newest event; {sum(want.values())} alert rows as check, plus "
               f"{len(tail)} tail GROUP_SILENT, {max(a['detected_ts_ms'] - due[a['alert_id']] for a in got_alerts if a['alert_id'] in due) / 1000:.1f} s "

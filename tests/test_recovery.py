@@ -62,14 +62,15 @@ JOB_TIMEOUT_S = 420  # generous: the machine is shared with other Spark jobs
 
 # -- helpers shared with test_live_check ---------------------------------------------------------
 def job_config(broker: Any, postgres: Any, prefix: str, tmp_path: Path,
-               thresholds: dict[str, Any] | None = None) -> tuple[Path, Any]:
+               thresholds: dict[str, Any] | None = None,
+               streaming: dict[str, Any] | None = None) -> tuple[Path, Any]:
     """A config file for a job on this test's own topics (1 s trigger); returns (path, settings)."""
     topics = {n: f"{prefix}{n}" for n in
               ("decisions", "executions", "heartbeats", "config", "alerts", "state", "dead_letters")}
     cfg = {"kafka": {"bootstrap_servers": broker.bootstrap_servers, "topics": topics},
            "postgres": {"dsn": postgres.dsn},
            "paths": {"checkpoint_dir": str(tmp_path / "ckpt"), "data_dir": str(tmp_path / "data")},
-           "streaming": {"trigger_interval_s": 1}, "thresholds": thresholds or {}}
+           "streaming": {"trigger_interval_s": 1, **(streaming or {})}, "thresholds": thresholds or {}}
     path = tmp_path / "replimon.yaml"
     path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
     settings = load_settings(path)
