@@ -142,3 +142,17 @@ def test_the_cli_says_what_is_wrong_in_one_line(base: Base, monkeypatch: pytest.
     assert len(err) == 1 and err[0].startswith("replimon: replay: no record was published"), err
     assert main(["replay", "--from", "yesterday", "--to", str(late)]) == 2
     assert "--from: not ISO-8601 or epoch ms" in capsys.readouterr().err
+
+
+def test_a_window_older_than_retention_is_refused() -> None:
+    """Tansu cannot delete records (no DeleteRecords, no retention), so the rule is checked on a
+    planned window: a partition trimmed by retention whose oldest record is newer than --from."""
+    from replimon.replay.window import Window, check_retention, trimmed
+
+    tp, kept, fresh = ("replica.decisions", 0), ("replica.decisions", 1), ("replica.config", 0)
+    w = Window(from_ms=1_000, to_ms=9_000, earliest={tp: 40, kept: 0, fresh: 7},
+               end={tp: 90, kept: 30, fresh: 7}, start={tp: 40, kept: 3, fresh: 7}, until={tp: 80, kept: 20, fresh: 7})
+    assert trimmed(w) == [tp]  # untrimmed (starts at 0) and empty partitions are not suspects
+    check_retention(w, {tp: 1_000})  # its oldest record is at --from: nothing lost
+    with pytest.raises(ReplayError, match=r"no longer holds records that old on replica.decisions-0"):
+        check_retention(w, {tp: 1_001})

@@ -85,19 +85,10 @@ def plan_window(bootstrap: str, topics: Sequence[str], from_ms: int, to_ms: int,
         start = {tp: _or(at_from[tp], ends[tp]) for tp in tps}
         until = {tp: _or(at_to[tp], ends[tp]) for tp in tps}
         window = Window(from_ms, to_ms, {tp: marks[tp][0] for tp in tps}, dict(ends), start, until)
-        # Records deleted by retention: a partition that no longer starts at 0 and whose oldest
-        # record is at or after the window's start may have lost the window's first records.
-        lost = [tp for tp in tps if window.earliest[tp] > 0 and start[tp] == window.earliest[tp]
-                and window.earliest[tp] < ends[tp]]
-        if lost:
-            firsts = client.record_timestamps({tp: window.earliest[tp] for tp in lost})
-            oldest = min(v[0][1] for v in firsts.values() if v)
-            if oldest > from_ms:
-                names = ", ".join(f"{t}-{p}" for t, p in sorted(lost)[:4])
-                raise ReplayError(
-                    f"the window starts at {fmt_ms(from_ms)} but Kafka no longer holds records that "
-                    f"old on {names}: its oldest record there is from {fmt_ms(oldest)} (retention). "
-                    f"Start the window at or after that time.")
+        suspects = trimmed(window)
+        if suspects:
+            firsts = client.record_timestamps({tp: window.earliest[tp] for tp in suspects})
+            check_retention(window, {tp: v[0][1] for tp, v in firsts.items() if v})
         if window.records == 0:
             held = sum(ends[tp] - window.earliest[tp] for tp in tps)
             raise ReplayError(
@@ -111,6 +102,25 @@ def plan_window(bootstrap: str, topics: Sequence[str], from_ms: int, to_ms: int,
 def _or(hit: int | None, end: int) -> int:
     """An offset found for a time, or the partition's end when no record is that late."""
     return end if hit is None else hit
+
+
+def trimmed(window: Window) -> list[TP]:
+    """Partitions that may have lost the window's first records to retention: they no longer
+    start at offset 0, hold records, and the window starts at their oldest one."""
+    return [tp for tp in sorted(window.start) if window.earliest[tp] > 0
+            and window.start[tp] == window.earliest[tp] < window.end[tp]]
+
+
+def check_retention(window: Window, oldest_ts: Mapping[TP, int]) -> None:
+    """ReplayError when a trimmed partition's oldest record (``oldest_ts``: its timestamp) is
+    newer than the window's start: records of the window were deleted."""
+    late = {tp: ts for tp, ts in oldest_ts.items() if ts > window.from_ms}
+    if late:
+        names = ", ".join(f"{t}-{p}" for t, p in sorted(late)[:4])
+        raise ReplayError(
+            f"the window starts at {fmt_ms(window.from_ms)} but Kafka no longer holds records that "
+            f"old on {names}: the oldest record there is from {fmt_ms(min(late.values()))} "
+            "(retention). Start the window at or after that time.")
 
 
 @dataclass
