@@ -86,13 +86,15 @@ def test_a_window_from_checkpoint_records_gives_the_runs_alerts(spark: Any, base
     kinds = {r[3] for r in want}
     assert {"BEYOND_HORIZON", "HORIZON_WEDGE", "DIVERGENT_DECISION", "EH_OUT_OF_DOMAIN"} <= kinds, kinds
     assert alert_rows(base.settings.postgres.dsn, got.run_id, lo, hi) == want
-    # Nothing from before the window, and INCOMPLETE_HISTORY nowhere: every group had its state.
+    # Nothing from before the window (beyond the skew: publishing order), and INCOMPLETE_HISTORY
+    # nowhere: every group had its state.
+    skew = int(base.settings.thresholds.skew_s * 1000)
     with psycopg.connect(base.settings.postgres.dsn) as conn:
         early, incomplete, status = conn.execute(
             "SELECT count(*) FILTER (WHERE event_ts < to_timestamp(%s / 1000.0)),"
             " count(*) FILTER (WHERE kind = 'INCOMPLETE_HISTORY'),"
             " (SELECT status FROM replay_runs WHERE run_id = %s) FROM alerts WHERE run_id = %s",
-            (lo, got.run_id, got.run_id)).fetchone()
+            (lo - skew, got.run_id, got.run_id)).fetchone()
     assert (early, incomplete, status) == (0, 0, "done")
 
 
@@ -156,3 +158,17 @@ def test_a_window_older_than_retention_is_refused() -> None:
     check_retention(w, {tp: 1_000})  # its oldest record is at --from: nothing lost
     with pytest.raises(ReplayError, match=r"no longer holds records that old on replica.decisions-0"):
         check_retention(w, {tp: 1_001})
+
+
+def test_groups_without_a_checkpoint_record_start_empty_and_say_so(spark: Any, base: Base) -> None:
+    lo, hi = base.at(FROM_S), base.at(TO_S)
+    got = replay(base.settings, lo, hi, spark=spark, checkpoints_of="no-such-run")
+    assert not got.start.checkpoints and got.records_total == plan(base.settings, lo, hi)[0].records
+    # The window's first records are followed by a few up to the skew older (publishing order):
+    # where a node's history begins can be that much before --from.
+    skew = int(base.settings.thresholds.skew_s * 1000)
+    with psycopg.connect(base.settings.postgres.dsn) as conn:
+        incomplete = {r[0] for r in conn.execute(
+            "SELECT group_id FROM alerts WHERE run_id = %s AND kind = 'INCOMPLETE_HISTORY'"
+            " AND event_ts >= to_timestamp(%s / 1000.0)", (got.run_id, lo - skew))}
+    assert incomplete == {e["group"] for e in base.events}

@@ -100,6 +100,10 @@ def replay(settings: Any, from_ms: int, to_ms: int, *, groups: Sequence[str] | N
     if rows:
         initial = spark.createDataFrame(rows, INITIAL_SCHEMA)
     checkpoint = Path(settings.paths.checkpoint_dir) / "replays" / run_id
+    # Records are in publishing order, not event-time order: the window's first records (the first
+    # at or after --from by timestamp) are followed by a few up to the skew older. What events
+    # from before the window produce is left out; what those produce is kept.
+    skew_ms = int(settings.thresholds.skew_s * 1000)
     started = time.monotonic()
     status = "failed"
     try:
@@ -107,7 +111,7 @@ def replay(settings: Any, from_ms: int, to_ms: int, *, groups: Sequence[str] | N
             spark, settings, run_id=run_id, time_mode=REPLAY, checkpoint=checkpoint, api=api,
             starting=json.dumps(to_json_offsets(start.starting)),
             ending=json.dumps(to_json_offsets(window.until)), available_now=True, pg=pg,
-            kafka_out=False, window_start_ms=from_ms,
+            kafka_out=False, window_start_ms=from_ms - skew_ms,
             initial=initial, floors=to_json_offsets(start.floors) if start.floors else None,
             only_groups=frozenset(groups) if groups else None)
         seen: set[int] = set()
