@@ -460,6 +460,69 @@ def _check_summary(result: Any, seconds: float, failed: bool, fail_on: str) -> N
 
 
 
+# ------------------------------------------------------------------------------- validate
+@app.command()
+def validate(
+    files: Annotated[list[str] | None, typer.Argument(help="JSONL files of contract-v1 events (one per line, in arrival order)", show_default=False)] = None,
+    from_: Annotated[str | None, typer.Option("--from", help="instead of files: a window of the replica topics from here (ISO-8601 with a time zone, or epoch ms; record times)", show_default=False)] = None,
+    to: Annotated[str | None, typer.Option("--to", help="... to here (exclusive)", show_default=False)] = None,
+    docs: Annotated[str | None, typer.Option("--docs", help="write Great Expectations data docs (HTML) into this folder")] = None,
+    max_records: Annotated[int, typer.Option("--max-records", min=1, help="window: validate at most this many records (whole groups)")] = 1_000_000,
+) -> None:
+    """Validate events with the data-quality suites (docs/quality.md): the input topics' suites on
+    the events, the output suites on what the monitor says about them.
+
+    Exit status: 0 when every expectation passed, 1 when one failed, 2 on a usage error or an
+    input that cannot be read."""
+    from replimon.quality.command import ValidateError, validate_files, validate_window
+
+    if bool(files) == (from_ is not None or to is not None):
+        raise fail("validate: give JSONL files, or --from and --to (not both)")
+    if not files and (from_ is None or to is None):
+        raise fail("validate: a window needs both --from and --to")
+    settings = state.settings()
+    folder = Path(docs) if docs else None
+    try:
+        if files:
+            result = validate_files(settings, files, docs=folder)
+        else:
+            assert from_ is not None and to is not None
+            result = validate_window(settings, _parse_start(from_, "--from"), _parse_start(to, "--to"),
+                                     docs=folder, max_records=max_records)
+    except (ValidateError, ValueError, OSError) as exc:
+        raise fail(f"validate: {exc}") from None
+    _validate_summary(result)
+    raise typer.Exit(1 if result.failed else 0)
+
+
+def _validate_summary(result: Any) -> None:
+    """The verdict per expectation on stdout: a table on a terminal, plain lines otherwise."""
+    from rich.table import Table
+
+    from replimon.quality.command import headline, summary_rows, verdict
+
+    out = Console()
+    for line in result.invalid:
+        err.print(f"not validated: {line}", highlight=False, markup=False, soft_wrap=True)
+    rows = summary_rows(result)
+    if out.is_terminal:
+        table = Table(title=headline(result), title_justify="left")
+        for col in ("suite", "expectation", "result", "evaluated", "unexpected", "samples"):
+            table.add_column(col, overflow="fold")
+        for row in rows:
+            table.add_row(*row, style=None if row[2] == "pass" else "bold red")
+        out.print(table, highlight=False, markup=False)
+    else:
+        out.print(headline(result), highlight=False, markup=False, soft_wrap=True)
+        for suite, name, res, evaluated, unexpected, samples in rows:
+            out.print(f"  {res:<5} {suite:<20} {name}  evaluated {evaluated or '-'}, unexpected "
+                      f"{unexpected or '0'}" + (f"  e.g. {samples}" if samples else ""),
+                      highlight=False, markup=False, soft_wrap=True)
+    out.print(f"result: {verdict(result)}", highlight=False, markup=False)
+    if result.docs is not None:
+        out.print(f"data docs: {result.docs}", highlight=False, markup=False, soft_wrap=True)
+
+
 # ----------------------------------------------------------------------------- dashboards
 dashboards_app = typer.Typer(help="Grafana dashboards and alert rules as code (docs/dashboards.md).",
                              no_args_is_help=True, rich_markup_mode=None)

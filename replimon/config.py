@@ -140,6 +140,30 @@ class Streaming(_Section):
     spark_conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings, e.g. spark.jars.packages for the built-in kafka source (docker-compose)")
 
 
+class Quality(_Section):
+    """Data quality (issue 7, docs/quality.md): which micro-batches the streaming job validates
+    with the Great Expectations suites, how many records it reads back, and the suites' bounds.
+
+    A batch is validated when ``every_batches`` batches have passed since the last validated one
+    or ``every_s`` seconds have (whichever comes first; 0 turns that trigger off); the first batch
+    after a start always is. The defaults keep the cost far below the batch time (issue 7: under
+    10 % of the throughput, bench/quality.py)."""
+
+    enabled: bool = Field(True, description="validate micro-batches in the streaming job")
+    every_batches: int = Field(0, ge=0, description="validate when this many batches have passed since the last validated one (0: not by count)")
+    every_s: float = Field(30.0, ge=0, description="... or when this many seconds have (0: not by time)")
+    sample_records: int = Field(2000, ge=1, le=10_000_000, description="at most this many input records of a batch are read back from Kafka and validated (whole groups)")
+    sample_rows: int = Field(5, ge=1, le=100, description="failing rows kept per expectation (dq_results details, alert evidence)")
+    max_clock_skew_s: float = Field(30.0, gt=0, description="a node's clock may differ from its group's by this much")
+    future_tolerance_s: float = Field(60.0, ge=0, description="an event time may be this far ahead of the validating machine's clock")
+
+    @model_validator(mode="after")
+    def _some_cadence(self) -> Quality:
+        if self.enabled and self.every_batches == 0 and self.every_s == 0:
+            raise ValueError("every_batches and every_s cannot both be 0 (set enabled: false to turn validation off)")
+        return self
+
+
 class Simulator(_Section):
     """Defaults of `replimon simulate` and the demo fleet."""
 
@@ -172,6 +196,7 @@ class Settings(BaseSettings):
     paths: Paths = Paths()
     streaming: Streaming = Streaming()
     simulator: Simulator = Simulator()
+    quality: Quality = Quality()
 
     @classmethod
     def settings_customise_sources(

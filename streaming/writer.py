@@ -60,6 +60,10 @@ class BatchWriter:
         self.pg = pg
         self.kafka = kafka
         self.observers = observers or []
+        from replimon.quality.hook import QualityHook
+
+        # Data quality (issue 7, docs/quality.md): None when quality is off or there is no sink.
+        self.quality = QualityHook.for_writer(self)
 
     def producer(self) -> Any:
         """A producer for one batch (flushed and dropped with it: nothing lingers between batches
@@ -148,6 +152,8 @@ class BatchWriter:
         log.info("batch %s: %s rows, %s alerts, %s states, %s dead letters in %.2fs%s", batch_id, len(rows),
                  len(result.alerts), len(result.snapshots), len(result.dead_letters), time.monotonic() - started,
                  "" if result.written else " (committed before: a retried batch, not written again)")
+        if self.quality is not None:
+            self.quality(result)  # validates some batches; its own exactly-once guard
         for observer in self.observers:
             observer(result)
 

@@ -1,0 +1,240 @@
+"""pandas frames for the suites, with the derived columns GX cannot compute itself.
+
+Input records become one frame per input suite (``replimon.quality.suites.COLUMNS``); alerts and
+group snapshots of a micro-batch become the output frames. Only contract-valid events are
+validated: a record that breaks contract v1 is a dead letter already (its own table and panel),
+so the suites judge what the schema lets through. Derived columns are defined in
+``replimon.quality.suites.DERIVED``; the two that need an order are computed per topic partition
+in offset order, which is the order the job reads (the arrival order of each group's events,
+SPEC section 3: a group's events share a partition). A JSONL file stands for one partition in
+line order.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from replimon.quality.suites import (
+    ALERTS,
+    COLUMNS,
+    DECISIONS,
+    EVENT_TYPE,
+    EXECUTIONS,
+    HEARTBEATS,
+    INPUT_SUITES,
+    NODES,
+    STATE,
+)
+
+SUITE_OF_TYPE = {t: s for s, t in EVENT_TYPE.items()}
+FILE_PARTITION = -1  # the partition of a record read from a file (its offset is the line number)
+_NUMERIC = {"partition", "offset", "ts_ms", "seq", "incarnation", "instance", "count", "window_base",
+            "config_nodes", "executed", "decided", "protocol", "view_members", "start",
+            "event_horizon", "members_count", "seq_step", "clock_offset_ms", "event_ts_ms",
+            "detected_ts_ms", "clock_ms", "executed_majority",
+            "effective_horizon", "active_start", "pending", "active_configs"}
+
+
+@dataclass(frozen=True)
+class Record:
+    """A contract-valid event and where it was read: a topic partition and offset, or a file
+    (``partition`` = ``FILE_PARTITION``) and a line number."""
+
+    source: str
+    partition: int
+    offset: int
+    event: Mapping[str, Any]
+
+    def where(self) -> dict[str, Any]:
+        if self.partition == FILE_PARTITION:
+            return {"file": self.source, "line": self.offset}
+        return {"topic": self.source, "partition": self.partition, "offset": self.offset}
+
+
+def _opt_len(value: Any) -> int | None:
+    return None if value is None else len(value)
+
+
+def _row(rec: Record, suite: str) -> dict[str, Any]:
+    e = rec.event
+    row: dict[str, Any] = {"source": rec.source, "partition": rec.partition, "offset": rec.offset,
+                           **{k: e.get(k) for k in ("group", "node", "ts_ms", "seq", "incarnation")}}
+    if suite == DECISIONS:
+        cfg = e.get("config") or {}
+        row.update(instance=e.get("instance"), count=e.get("count", 1), proposer=e.get("proposer"),
+                   kind=e.get("kind"), window_base=e.get("window_base"), config_op=cfg.get("op"),
+                   config_nodes=_opt_len(cfg.get("nodes")))
+    elif suite == EXECUTIONS:
+        row.update(executed=e.get("executed"))
+    elif suite == HEARTBEATS:
+        view = e.get("view") or {}
+        row.update(executed=e.get("executed"), decided=e.get("decided"), protocol=e.get("protocol"),
+                   status=e.get("status"), version=e.get("version"),
+                   view_members=_opt_len(view.get("members")))
+    else:
+        row.update(instance=e.get("instance"), outcome=e.get("outcome"), start=e.get("start"),
+                   event_horizon=e.get("event_horizon"), members_count=_opt_len(e.get("members")),
+                   reason=e.get("reason"))
+    return row
+
+
+def _frame(rows: list[dict[str, Any]], suite: str) -> pd.DataFrame:
+    """A suite's frame with every column present and the numeric ones numeric (NULL as NaN)."""
+    df = pd.DataFrame(rows, columns=COLUMNS[suite])
+    for col in df.columns:
+        if col in _NUMERIC:
+            df[col] = pd.to_numeric(df[col], errors="coerce")
+    return df
+
+
+def input_frames(records: Iterable[Record]) -> dict[str, pd.DataFrame]:
+    """One frame per input suite (empty suites left out), with ``seq_step`` and, for heartbeats,
+    ``clock_offset_ms``; rows in (source, partition, offset) order."""
+    rows: dict[str, list[dict[str, Any]]] = {s: [] for s in INPUT_SUITES}
+    for rec in records:
+        suite = SUITE_OF_TYPE.get(str(rec.event.get("type")))
+        if suite is not None:
+            rows[suite].append(_row(rec, suite))
+    out = {}
+    for suite, items in rows.items():
+        if not items:
+            continue
+        items.sort(key=lambda r: (r["source"], r["partition"], r["offset"]))
+        df = _frame(items, suite)
+        df["seq_step"] = seq_steps(df)
+        if suite == HEARTBEATS:
+            df["clock_offset_ms"] = clock_offsets(df)
+        out[suite] = df
+    return out
+
+
+def seq_steps(df: pd.DataFrame) -> pd.Series:
+    """``seq_step`` of each row (``DERIVED``); ``df`` is in offset order within each partition."""
+    keys = ["source", "partition", "group", "node", "incarnation"]
+    return df.groupby(keys, sort=False, dropna=False)["seq"].diff()
+
+
+def clock_offsets(df: pd.DataFrame) -> pd.Series:
+    """``clock_offset_ms`` of each heartbeat (``DERIVED``); ``df`` is in offset order within
+    each partition. A median over the nodes' latest times is robust to one wrong clock (with 3
+    or more nodes), and the per-node median over its heartbeats to one late record (the first
+    heartbeat after a silence of the whole group is compared with the others' old times)."""
+    latest: dict[tuple[Any, Any, Any], dict[Any, float]] = {}
+    diffs: dict[tuple[Any, Any, Any, Any], list[float]] = {}
+    keys: list[tuple[Any, Any, Any, Any]] = []
+    for source, partition, group, node, ts in zip(df["source"], df["partition"], df["group"],
+                                                  df["node"], df["ts_ms"], strict=True):
+        seen = latest.setdefault((source, partition, group), {})
+        seen[node] = ts
+        key = (source, partition, group, node)
+        diffs.setdefault(key, []).append(ts - statistics.median(seen.values()))
+        keys.append(key)
+    medians = {k: statistics.median(v) for k, v in diffs.items()}
+    return pd.Series([medians[k] for k in keys], index=df.index, dtype="float64")
+
+
+# -- outputs ---------------------------------------------------------------------------------------
+def alert_frame(alerts: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """The batch's alert payloads (``Alert.to_dict``), one row each."""
+    rows = []
+    for a in alerts:
+        row = {c: a.get(c) for c in COLUMNS[ALERTS] if c != "kind_class"}
+        row["kind_class"] = f"{a.get('kind')} {a.get('severity')} {a.get('category')}"
+        rows.append(row)
+    return _frame(rows, ALERTS)
+
+
+def _nonneg(x: Any) -> Any:
+    """The monitor's -1 ("none yet") as NULL, as the PostgreSQL tables store it."""
+    return None if x is None or (isinstance(x, int) and x < 0) else x
+
+
+def active_configs(snapshot: Mapping[str, Any]) -> int | None:
+    """``active_configs`` of a snapshot (``DERIVED``)."""
+    active = snapshot.get("active")
+    if active is None:
+        return None
+    nxt = max(int(snapshot.get("decided", -1)), -1) + 1
+    configs = [active, *(snapshot.get("pending") or [])]
+    return sum(1 for c in configs if active["start"] <= c["start"] <= nxt)
+
+
+def state_frames(snapshots: Sequence[Mapping[str, Any]]) -> dict[str, pd.DataFrame]:
+    """The batch's latest snapshot per group (what ``group_state`` and ``node_state`` keep) as
+    the state and the state-nodes frames; both left out when there is no snapshot."""
+    latest: dict[str, Mapping[str, Any]] = {}
+    for s in snapshots:
+        latest[s["group"]] = s
+    if not latest:
+        return {}
+    groups, nodes = [], []
+    for s in latest.values():
+        active = s.get("active")
+        groups.append({"group": s["group"], "clock_ms": _nonneg(s.get("clock_ms")),
+                       "decided": _nonneg(s.get("decided")),
+                       "executed_majority": s.get("executed_majority"),
+                       "effective_horizon": s.get("effective_horizon"),
+                       "active_start": None if active is None else active["start"],
+                       "pending": len(s.get("pending") or []), "active_configs": active_configs(s)})
+        for node, n in (s.get("nodes") or {}).items():
+            nodes.append({"group": s["group"], "node": node, "member": bool(n.get("member")),
+                          "executed": _nonneg(n.get("executed")), "decided": _nonneg(n.get("decided")),
+                          "effective_horizon": n.get("effective_horizon")})
+    out = {STATE: _frame(groups, STATE)}
+    if nodes:
+        out[NODES] = _frame(nodes, NODES)
+    return out
+
+
+# -- rows as evidence ------------------------------------------------------------------------------
+def _plain(value: Any) -> Any:
+    """A frame value as JSON: NaN as None, whole floats (pandas' NULL-able ints) as int."""
+    if value is None:
+        return None
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return None
+        return int(value) if value.is_integer() else value
+    if hasattr(value, "item"):  # numpy scalars
+        return _plain(value.item())
+    return value
+
+
+def evidence(suite: str, row: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+    """A failing row as alert evidence and dq_results sample: who and where (the keys
+    ``replimon.replay.evidence_line`` prints) plus the checked columns' values."""
+    if suite in INPUT_SUITES:
+        out: dict[str, Any] = {"type": EVENT_TYPE[suite]}
+        for k in ("group", "node", "ts_ms", "seq", "incarnation"):
+            out[k] = _plain(row.get(k))
+        partition = _plain(row.get("partition"))
+        if partition == FILE_PARTITION:
+            out.update(file=row.get("source"), line=_plain(row.get("offset")))
+        else:
+            out.update(topic=row.get("source"), partition=partition, offset=_plain(row.get("offset")))
+    elif suite == ALERTS:
+        out = {k: _plain(row.get(k)) for k in ("alert_id", "group", "kind", "status", "event_ts_ms")}
+    elif suite == STATE:
+        out = {k: _plain(row.get(k)) for k in ("group", "clock_ms")}
+    else:
+        out = {k: _plain(row.get(k)) for k in ("group", "node")}
+    for c in columns:
+        out[c] = _plain(row.get(c))
+    return out
+
+
+def row_key(suite: str, sample: Mapping[str, Any]) -> str:
+    """Facts that name a failing row (for a deterministic alert id): where an input record was
+    read, an alert's id and status, a group's clock."""
+    if suite in INPUT_SUITES:
+        if "file" in sample:
+            return f"{sample['file']}:{sample['line']}"
+        return f"{sample['topic']}:{sample['partition']}:{sample['offset']}"
+    if suite == ALERTS:
+        return f"{sample.get('alert_id')}:{sample.get('status')}"
+    return ":".join(str(sample.get(k)) for k in ("group", "node", "clock_ms") if k in sample)

@@ -1,0 +1,178 @@
+"""The in-stream data-quality hook: the streaming job's ``BatchWriter`` calls it after each
+micro-batch is written.
+
+Every ``quality.every_batches`` batches or ``quality.every_s`` seconds (whichever comes first;
+the first batch after a start always), it validates the batch:
+
+1. the input suites on a sample of the batch's input records, read back from Kafka between the
+   previous batch's end offsets and this one's (checkpoint offset log; ``records.py``): at most
+   ``quality.sample_records`` records, whole groups, contract-valid ones only;
+2. the output suites on the batch's alert payloads and latest group snapshots;
+
+then writes one ``dq_results`` row per expectation and a DATA_QUALITY_FAILED alert per failed
+expectation (``results.py``), and sends the alerts to ``monitor.alerts`` like the batch's own.
+
+Exactly once (docs/quality.md): the hook has its own guard row in ``pipeline_batches``; a retried
+batch that was validated before is recognised there and neither re-validated nor re-sent, and the
+rows and the guard are committed in one transaction. Kafka gets the alerts at least once, like
+the batch's (a crash between the send and the commit sends them again on the retry).
+
+A failing validation (Kafka or PostgreSQL unreachable, a bug) is logged and never stops the job:
+the monitor's own output matters more than its data-quality report.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from replimon.quality.records import TP, Sample, offsets_json, ranges, read_sample
+
+log = logging.getLogger("replimon.quality")
+
+
+def topic_types(settings: Any) -> dict[str, str]:
+    t = settings.kafka.topics
+    return {t.decisions: "decision", t.executions: "execution", t.heartbeats: "heartbeat",
+            t.config: "config"}
+
+
+class QualityHook:
+    """Validates micro-batches of one streaming query (module docstring)."""
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+        self.settings = writer.settings
+        self.q = writer.settings.quality
+        self.last_batch: int | None = None
+        self.last_time: float | None = None  # time.monotonic() of the last validation
+        self.validations = 0  # validations written by this hook (tests, the benchmark)
+
+    @classmethod
+    def for_writer(cls, writer: Any) -> QualityHook | None:
+        """The hook for a ``BatchWriter``, or None when it has nothing to do: quality is off, or
+        the writer has no PostgreSQL sink (results have nowhere to go)."""
+        q = getattr(writer.settings, "quality", None)
+        if q is None or not q.enabled or not isinstance(getattr(writer.pg, "dsn", None), str):
+            return None
+        if "great_expectations" not in sys.modules:
+            from replimon.quality.engine import warm_up
+
+            warm_up()
+        return cls(writer)
+
+    # -- cadence ---------------------------------------------------------------------------------
+    def due(self, batch_id: int, now: float | None = None) -> bool:
+        """Whether batch ``batch_id`` is to be validated (module docstring)."""
+        if self.last_time is None or self.last_batch is None:
+            return True
+        now = time.monotonic() if now is None else now
+        if self.q.every_batches and batch_id - self.last_batch >= self.q.every_batches:
+            return True
+        return bool(self.q.every_s and now - self.last_time >= self.q.every_s)
+
+    # -- the batch -------------------------------------------------------------------------------
+    def __call__(self, result: Any) -> bool:
+        """Validate the batch of ``result`` (a ``BatchResult``) if it is due; True if results
+        were written now."""
+        batch_id = result.batch_id
+        if not self.due(batch_id):
+            return False
+        started = time.monotonic()
+        try:
+            written = self._validate(result)
+        except Exception as exc:  # never stop the job (module docstring)
+            log.warning("data quality: validating batch %s failed: %s: %s", batch_id,
+                        type(exc).__name__, exc)
+            written = False
+        if written is None:  # nothing to validate (an idle batch): the next one is still due
+            return False
+        self.last_batch, self.last_time = batch_id, time.monotonic()
+        log.info("data quality: batch %s %s in %.2f s", batch_id,
+                 "validated" if written else "not written (validated before, or failed)",
+                 time.monotonic() - started)
+        return written
+
+    def _validate(self, result: Any) -> bool | None:
+        """True: validated and written; False: validated before (a retry); None: nothing in the
+        batch to validate."""
+        from replimon.quality import engine
+        from replimon.quality.derive import alert_frame, input_frames, state_frames
+        from replimon.quality.results import alerts_for, validated_before, write_results
+        from replimon.quality.suites import parameters
+
+        w, batch_id = self.writer, result.batch_id
+        sample = self.sample(batch_id)
+        frames = input_frames(sample.records) if sample is not None else {}
+        if result.alerts:
+            frames["monitor.alerts"] = alert_frame(result.alerts)
+        frames.update(state_frames(result.snapshots))
+        if not frames:
+            return None
+        dsn, pipeline = w.pg.dsn, w.pg.pipeline
+        if validated_before(dsn, w.run_id, pipeline, batch_id):
+            return False
+        now_ms = int(time.time() * 1000)
+        outcomes = engine.validate(frames, parameters(self.settings, now_ms),
+                                   sample_rows=self.q.sample_rows)
+        if sample is not None:
+            for o in outcomes:  # what the input suites saw of the batch
+                if o.suite.startswith("replica."):
+                    o.details["batch"] = {"records": sample.total, "read": sample.read,
+                                          "groups": sample.groups, "invalid": sample.invalid,
+                                          "complete": sample.complete}
+        alerts = alerts_for(outcomes, now_ms)
+        if alerts and w.kafka:
+            self._to_kafka(alerts, batch_id)
+        written = write_results(dsn, w.run_id, pipeline, batch_id, outcomes, alerts, now_ms)
+        if written:
+            self.validations += 1
+            failed = [o.expectation for o in outcomes if not o.success]
+            if failed:
+                log.warning("data quality: batch %s: %d expectation(s) failed: %s", batch_id,
+                            len(failed), ", ".join(failed[:5]))
+        return written
+
+    def spans(self, batch_id: int) -> dict[TP, tuple[int, int]]:
+        """The batch's input offset ranges. Without the previous batch's entry (the first batch
+        of a checkpoint: Spark does not keep a Python source's start), each partition's last
+        ``sample_records`` records before the batch's end stand for it."""
+        end = offsets_json(self.writer.batch_offsets(batch_id))
+        start: Mapping[str, Mapping[str, int]] = {}
+        if batch_id > 0:
+            try:
+                start = offsets_json(self.writer.batch_offsets(batch_id - 1))
+            except OSError:
+                start = {}
+        if not start:
+            start = {t: {p: max(0, o - self.q.sample_records) for p, o in parts.items()}
+                     for t, parts in end.items()}
+        return ranges(start, end)
+
+    def sample(self, batch_id: int) -> Sample | None:
+        """The batch's sampled input records; None when the writer has no checkpoint (nothing
+        says where the batch's input is)."""
+        if self.writer.checkpoint is None:
+            return None
+        spans = self.spans(batch_id)
+        types = topic_types(self.settings)
+        spans = {tp: r for tp, r in spans.items() if tp[0] in types}
+        return read_sample(self.settings.kafka.bootstrap_servers, spans, types,
+                           limit=self.q.sample_records, salt=batch_id,
+                           since_ms=self.writer.window_start_ms)
+
+    def _to_kafka(self, alerts: list[dict[str, Any]], batch_id: int) -> None:
+        w = self.writer
+        topic = self.settings.kafka.topics.alerts
+        batch = {"run_id": w.run_id, "batch_id": str(batch_id)}
+        p = w.producer()
+        for a in alerts:
+            p.produce(topic, key=a["group"].encode(), value=json.dumps(a, separators=(",", ":")).encode(),
+                      headers={"alert_id": a["alert_id"], "status": a["status"], **batch})
+        left = p.flush(30)
+        if left:
+            raise RuntimeError(f"{left} data-quality alert(s) not delivered to Kafka within 30 s")

@@ -1,0 +1,285 @@
+"""The data-quality suites as code: what each expectation checks, on which columns, and why.
+
+One suite per input topic (contract v1 beyond what the JSON Schema can say) and per output
+(``monitor.alerts``: alert fields complete; ``monitor.state`` and ``monitor.state.nodes``: state
+invariants). Each expectation is a plain Great Expectations 1.x expectation on a column of the
+suite's frame; what GX cannot express directly (a node's seq going backwards, a node's clock
+against its group's) is first computed into a *derived column* by ``replimon.quality.derive``
+(each one is described in ``DERIVED``). Bounds that depend on the configuration or on the clock
+are suite parameters (``{"$PARAMETER": name}``), filled in at validation time by ``parameters``.
+
+This module is the source of truth; ``expectations/gx/expectations/`` holds the same suites as
+GX JSON, written by ``python -m replimon.quality.project --write`` (``--check`` fails on drift,
+as ``tests/test_quality.py`` does). Importing it does not import Great Expectations (a slow
+import): only ``to_gx`` and ``write_project`` do.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from replimon.core.alerts import KINDS
+
+# -- suite names: one per input topic (the default topic names; the configured names map onto
+# them, replimon.quality.derive.suite_of_topic) and per output ------------------------------------
+DECISIONS, EXECUTIONS, HEARTBEATS, CONFIG = (
+    "replica.decisions", "replica.executions", "replica.heartbeats", "replica.config")
+ALERTS, STATE, NODES = "monitor.alerts", "monitor.state", "monitor.state.nodes"
+INPUT_SUITES = (DECISIONS, EXECUTIONS, HEARTBEATS, CONFIG)
+OUTPUT_SUITES = (ALERTS, STATE, NODES)
+SUITES = INPUT_SUITES + OUTPUT_SUITES
+EVENT_TYPE = {DECISIONS: "decision", EXECUTIONS: "execution", HEARTBEATS: "heartbeat", CONFIG: "config"}
+
+# An event time before 2000-01-01 is not epoch milliseconds (most likely seconds, or a zero).
+MIN_TS_MS = 946_684_800_000
+# XCom's protocol numbers x_1_0 (1) .. x_1_9 (10); 0 is x_unknown_proto. The contract accepts any
+# non-negative number (an old protocol is something the rules judge, SPEC section 3).
+XCOM_PROTOCOLS = list(range(1, 11))
+MAX_MEMBERS = 9  # XCom groups have at most 9 members
+REFUSAL_REASONS = ["EVENT_HORIZON_INVALID", "EVENT_HORIZON_UNCHANGEABLE", "OLD_MEMBER_CUSTOM_EH"]
+# MySQL server versions as nodes report them ("8.4.3", "8.0.36-commercial").
+VERSION_REGEX = r"^[0-9]+\.[0-9]+\.[0-9]+"
+ALERT_ID_REGEX = r"^[0-9a-f]{20}$"  # replimon.core.alerts.alert_id: blake2b, 10 bytes, hex
+
+# Identifying columns of every input frame (where the record was read, whose it is).
+WHERE = ["source", "partition", "offset"]
+ENVELOPE = ["group", "node", "ts_ms", "seq", "incarnation"]
+
+# The columns of each suite's frame, in order (a missing optional field is NULL; every column is
+# always present, so an expectation never meets a missing column).
+COLUMNS: dict[str, list[str]] = {
+    DECISIONS: [*WHERE, *ENVELOPE, "instance", "count", "proposer", "kind", "window_base",
+                "config_op", "config_nodes", "seq_step"],
+    EXECUTIONS: [*WHERE, *ENVELOPE, "executed", "seq_step"],
+    HEARTBEATS: [*WHERE, *ENVELOPE, "executed", "decided", "protocol", "status", "version",
+                 "view_members", "seq_step", "clock_offset_ms"],
+    CONFIG: [*WHERE, *ENVELOPE, "instance", "outcome", "start", "event_horizon", "members_count",
+             "reason", "seq_step"],
+    ALERTS: ["alert_id", "group", "kind", "severity", "category", "status", "instance", "node",
+             "event_ts_ms", "detected_ts_ms", "message", "kind_class"],
+    STATE: ["group", "clock_ms", "decided", "executed_majority", "effective_horizon",
+            "active_start", "pending", "active_configs"],
+    NODES: ["group", "node", "member", "executed", "decided", "effective_horizon"],
+}
+
+# What each derived column means (docs/quality.md repeats this table).
+DERIVED: dict[str, str] = {
+    "seq_step": "seq minus the previous seq of the same (group, node, incarnation) on the same "
+                "topic partition, in offset (arrival) order; NULL for the first one in the sample. "
+                "Negative: the node's seq went backwards within an incarnation.",
+    "clock_offset_ms": "heartbeats: the node's median, over its heartbeats in the sample, of "
+                       "ts_ms minus the group's reference time when it arrived: the median of "
+                       "the latest ts_ms of every node of the group seen so far on that "
+                       "partition (its own included). A node whose clock runs 10 minutes ahead "
+                       "shows +600000; with 3 or more nodes the others stay near 0.",
+    "config_nodes": "decisions: the number of nodes a config command names (NULL otherwise).",
+    "view_members": "heartbeats: the number of members in the node's reported view (NULL "
+                    "without a view).",
+    "members_count": "config: the number of members of an installed configuration (NULL for "
+                     "a refusal).",
+    "kind_class": "alerts: 'KIND severity category' as the alert carries them.",
+    "active_configs": "state: how many configurations of the snapshot (the active one and the "
+                      "pending ones) claim the group's next instance (decided + 1): those whose "
+                      "start is at most that instance and not below the active one's start. "
+                      "NULL when the group has no configuration map yet.",
+}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One expectation: its GX type, arguments and why it is there (``notes``, shown in the data
+    docs). ``name`` is what ``dq_results.expectation`` says: the type with its columns."""
+
+    suite: str
+    type: str
+    kwargs: Mapping[str, Any]
+    notes: str
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def columns(self) -> list[str]:
+        k = self.kwargs
+        if "column" in k:
+            return [k["column"]]
+        if "column_A" in k:
+            return [k["column_A"], k["column_B"]]
+        return list(k.get("column_list", []))
+
+    @property
+    def name(self) -> str:
+        return f"{self.type}({','.join(self.columns)})"
+
+
+def _p(name: str) -> dict[str, str]:
+    return {"$PARAMETER": name}
+
+
+def _envelope(suite: str) -> list[Spec]:
+    """What every input topic's suite checks."""
+    return [
+        Spec(suite, "expect_column_values_to_be_between",
+             {"column": "ts_ms", "min_value": MIN_TS_MS, "max_value": _p("max_ts_ms")},
+             "No event time in the future (beyond quality.future_tolerance_s of the validating "
+             "machine's clock) and none before 2000 (seconds or zero instead of epoch ms)."),
+        Spec(suite, "expect_column_values_to_be_between", {"column": "seq_step", "min_value": 0},
+             "Per node, seq never goes backwards within an incarnation (derived column "
+             "seq_step; a repeat is a redelivery the monitor ignores, a gap is EVENTS_LOST)."),
+    ]
+
+
+def specs() -> dict[str, list[Spec]]:
+    """Every suite's expectations, by suite name."""
+    triples = sorted(f"{k} {sev} {cat}" for k, (sev, cat) in KINDS.items())
+    return {
+        DECISIONS: [
+            *_envelope(DECISIONS),
+            Spec(DECISIONS, "expect_column_pair_values_a_to_be_greater_than_b",
+                 {"column_A": "instance", "column_B": "window_base", "or_equal": True,
+                  "ignore_row_if": "either_value_is_missing"},
+                 "A proposer reserves instances above its last executed one: instance >= "
+                 "window_base (equal only at the boot, decided at 0 with nothing executed)."),
+            Spec(DECISIONS, "expect_column_values_to_be_between",
+                 {"column": "config_nodes", "min_value": 1, "max_value": MAX_MEMBERS},
+                 "A config command names 1 to 9 nodes (XCom's group size limit)."),
+        ],
+        EXECUTIONS: _envelope(EXECUTIONS),
+        HEARTBEATS: [
+            *_envelope(HEARTBEATS),
+            Spec(HEARTBEATS, "expect_column_values_to_be_between",
+                 {"column": "clock_offset_ms", "min_value": _p("min_clock_offset_ms"),
+                  "max_value": _p("max_clock_offset_ms")},
+                 "A node's clock agrees with its group's within quality.max_clock_skew_s "
+                 "(derived column clock_offset_ms)."),
+            Spec(HEARTBEATS, "expect_column_pair_values_a_to_be_greater_than_b",
+                 {"column_A": "decided", "column_B": "executed", "or_equal": True,
+                  "ignore_row_if": "either_value_is_missing"},
+                 "A node cannot have executed past the highest instance it knows decided."),
+            Spec(HEARTBEATS, "expect_column_values_to_be_in_set",
+                 {"column": "protocol", "value_set": XCOM_PROTOCOLS},
+                 "XCom protocol numbers are x_1_0 (1) to x_1_9 (10); 0 (x_unknown_proto) or a "
+                 "larger number is a wrong field."),
+            Spec(HEARTBEATS, "expect_column_values_to_be_between",
+                 {"column": "view_members", "min_value": 1, "max_value": MAX_MEMBERS},
+                 "A view has 1 to 9 members."),
+            Spec(HEARTBEATS, "expect_column_values_to_match_regex",
+                 {"column": "version", "regex": VERSION_REGEX},
+                 "The server version looks like MySQL's (major.minor.patch)."),
+        ],
+        CONFIG: [
+            *_envelope(CONFIG),
+            Spec(CONFIG, "expect_column_pair_values_a_to_be_greater_than_b",
+                 {"column_A": "start", "column_B": "instance", "or_equal": True,
+                  "ignore_row_if": "either_value_is_missing"},
+                 "An installed configuration starts after the instance that decided it (the "
+                 "boot command, decided at 0, starts at 0)."),
+            Spec(CONFIG, "expect_column_values_to_be_between",
+                 {"column": "members_count", "min_value": 1, "max_value": MAX_MEMBERS},
+                 "An installed configuration has 1 to 9 members."),
+            Spec(CONFIG, "expect_column_values_to_be_in_set",
+                 {"column": "reason", "value_set": REFUSAL_REASONS},
+                 "A refusal names one of the three reasons XCom logs; the contract allows free "
+                 "text, which usually means an integration that drifted."),
+        ],
+        ALERTS: [
+            *(Spec(ALERTS, "expect_column_values_to_not_be_null", {"column": c},
+                   f"Every alert has its {c} (SPEC section 5).")
+              for c in ("alert_id", "group", "kind", "severity", "category", "status",
+                        "event_ts_ms", "detected_ts_ms", "message")),
+            Spec(ALERTS, "expect_column_values_to_match_regex",
+                 {"column": "alert_id", "regex": ALERT_ID_REGEX},
+                 "alert_id is the deterministic hash of replimon.core.alerts.alert_id."),
+            Spec(ALERTS, "expect_column_values_to_be_in_set",
+                 {"column": "kind_class", "value_set": triples},
+                 "The kind is in the catalogue with the severity and category it gives it "
+                 "(derived column kind_class)."),
+            Spec(ALERTS, "expect_column_values_to_be_in_set",
+                 {"column": "status", "value_set": ["firing", "resolved"]},
+                 "An alert is firing or resolved."),
+            Spec(ALERTS, "expect_column_value_lengths_to_be_between",
+                 {"column": "message", "min_value": 1},
+                 "The message is a sentence, not empty."),
+            Spec(ALERTS, "expect_compound_columns_to_be_unique",
+                 {"column_list": ["alert_id", "status"]},
+                 "A batch emits each (alert_id, status) once."),
+        ],
+        STATE: [
+            Spec(STATE, "expect_column_pair_values_a_to_be_greater_than_b",
+                 {"column_A": "effective_horizon", "column_B": "executed_majority",
+                  "or_equal": True, "ignore_row_if": "either_value_is_missing"},
+                 "The group's effective horizon is at or above its executed frontier (the "
+                 "majority's) where both exist (SPEC section 4)."),
+            Spec(STATE, "expect_column_values_to_be_between",
+                 {"column": "active_configs", "min_value": 1, "max_value": 1},
+                 "Exactly one configuration is active per group (derived column "
+                 "active_configs)."),
+        ],
+        NODES: [
+            Spec(NODES, "expect_column_pair_values_a_to_be_greater_than_b",
+                 {"column_A": "effective_horizon", "column_B": "executed", "or_equal": True,
+                  "ignore_row_if": "either_value_is_missing"},
+                 "A node's effective horizon is at or above its executed frontier where both "
+                 "exist."),
+        ],
+    }
+
+
+_COLUMN_ARGS = ("column", "column_A", "column_B", "column_list")
+
+
+def spec_of(name: str, type_: str, kwargs: Mapping[str, Any]) -> Spec:
+    """The Spec of suite ``name`` with this GX type and these columns (GX results and stored
+    expectations carry their type and kwargs, not our Spec)."""
+    for spec in specs()[name]:
+        if spec.type == type_ and all(kwargs.get(k) == spec.kwargs.get(k) for k in _COLUMN_ARGS):
+            return spec
+    raise KeyError(f"{name}: no expectation {type_} {dict(kwargs)}")
+
+
+def spec_of_name(name: str, expectation: str) -> Spec:
+    """The Spec of suite ``name`` whose ``Spec.name`` is ``expectation``."""
+    for spec in specs()[name]:
+        if spec.name == expectation:
+            return spec
+    raise KeyError(f"{name}: no expectation {expectation}")
+
+
+def parameters(settings: Any, now_ms: int) -> dict[str, int]:
+    """The suite parameters: bounds from the ``quality`` settings and the validating clock."""
+    q = settings.quality
+    skew = int(q.max_clock_skew_s * 1000)
+    return {"max_ts_ms": now_ms + int(q.future_tolerance_s * 1000),
+            "min_clock_offset_ms": -skew, "max_clock_offset_ms": skew}
+
+
+# -- Great Expectations objects -------------------------------------------------------------------
+_NAMESPACE = uuid.UUID("7265706c-696d-6f6e-0000-000000000007")  # "replimon", issue 7
+
+
+def spec_id(spec: Spec) -> str:
+    """A stable id for an expectation (GX gives random ones; checked-in JSON must not churn)."""
+    return str(uuid.uuid5(_NAMESPACE, f"{spec.suite}/{spec.name}"))
+
+
+def suite_id(name: str) -> str:
+    return str(uuid.uuid5(_NAMESPACE, name))
+
+
+def to_gx(name: str) -> Any:
+    """The suite ``name`` as a ``great_expectations.ExpectationSuite`` (no ids: GX refuses
+    expectations that carry one when a suite is created; ``write_project`` sets stable ids)."""
+    import great_expectations as gx
+    from great_expectations.expectations.expectation_configuration import (
+        ExpectationConfiguration,
+    )
+    from great_expectations.expectations.metadata_types import FailureSeverity
+
+    expectations = [
+        ExpectationConfiguration(type=s.type, kwargs=dict(s.kwargs), notes=s.notes,
+                                 meta=dict(s.meta), severity=FailureSeverity.WARNING).to_domain_obj()
+        for s in specs()[name]]
+    return gx.ExpectationSuite(name=name, expectations=expectations,
+                               meta={"columns": COLUMNS[name],
+                                     "derived": {c: DERIVED[c] for c in COLUMNS[name] if c in DERIVED}})
