@@ -1229,3 +1229,22 @@ def test_mysql_vector_lowering_100_to_10_starts_at_142() -> None:
     assert violations(run) == []
     alert = run.one("CONFIG_INSTALLED")
     assert alert.instance == 41 and "start 142, event horizon 10" in alert.message
+
+
+def test_a_node_clock_far_ahead_does_not_make_another_node_flap() -> None:
+    """One node stamps its events 10 minutes ahead (found by the data-quality suites, issue 7):
+    the group clock jumps, a member first seen after that looks silent since then, and each of
+    its own (older) events used to resolve NODE_SILENT and fire it again under the same id. An
+    (alert_id, status) pair must occur once: only an event newer than the silence ends it."""
+    from collections import Counter
+
+    from replimon.producers.simulator import SimOptions, Simulator
+
+    events: list[dict[str, object]] = []
+    Simulator(SimOptions(duration_ms=20_000, groups=3, seed=2), [], events.append).run()
+    events = [{**e, "ts_ms": int(e["ts_ms"]) + 600_000} if (e["group"], e["node"]) == ("g2", "n2") else e  # type: ignore[call-overload]
+              for e in events]
+    alerts = Monitor().run(events)
+    twice = [k for k, n in Counter((a.alert_id, a.status) for a in alerts).items() if n > 1]
+    assert not twice, twice
+    assert "NODE_SILENT" in {a.kind for a in alerts if a.group == "g2"}  # the clock jump still shows

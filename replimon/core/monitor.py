@@ -97,12 +97,16 @@ class GroupMonitor(DataRules, ConfigRules, DecisionRules, LivenessRules):
     # -- per event ------------------------------------------------------------------------------
     def _process(self, ns: NodeState, node: str, ev: dict[str, Any], src: Src) -> None:
         ts = ev["ts_ms"]
-        if ts > ns.last_ts:
+        newer = ts > ns.last_ts
+        if newer:
             ns.last_ts = ts
         ns.last_ev, ns.last_src = ev, src
         if "group_silent" in self.open:
             self.resolve("group_silent", f"the group published again ({node}).", ts, [self.ref(ev, src)])
-        if "silent:" + node in self.open:
+        # Only an event newer than the one the silence began after ends it: an older one (arrived
+        # late, or from a node whose silence began at a group clock running ahead of it) would
+        # resolve the alert and fire it again under the same id at once.
+        if newer and "silent:" + node in self.open:
             self.resolve("silent:" + node, f"{node} published again.", ts, [self.ref(ev, src)])
         t = ev["type"]
         if t == "execution":
