@@ -33,6 +33,11 @@ test-all: $(STAMP) browser
 lint: $(STAMP)
 	$(VENV)/bin/ruff check replimon producers streaming tests
 	$(VENV)/bin/mypy replimon
+	@# The whole package as installed (dashboards/, streaming/, producers/ are sub-packages that
+	@# live beside replimon/): mypy cannot follow setuptools' package-dir, so a tree of symlinks.
+	rm -rf build/mypy && mkdir -p build/mypy && cp -rs $(CURDIR)/replimon build/mypy/replimon
+	for d in dashboards streaming producers; do ln -s $(CURDIR)/$$d build/mypy/replimon/$$d; done
+	cd build/mypy && $(CURDIR)/$(VENV)/bin/mypy --config-file $(CURDIR)/pyproject.toml -p replimon
 	$(VENV)/bin/replimon schema --check
 
 schema: $(STAMP)

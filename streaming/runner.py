@@ -59,7 +59,7 @@ class MetricsListener:
         trigger_ms = self.trigger_ms
         name = self.query_name
 
-        class _Listener(StreamingQueryListener):  # type: ignore[misc]
+        class _Listener(StreamingQueryListener):
             def onQueryStarted(self, event: Any) -> None:  # noqa: N802
                 pass
 

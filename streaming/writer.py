@@ -106,7 +106,7 @@ class BatchWriter:
             with open(path, encoding="utf-8") as f:
                 lines = f.read().splitlines()
         else:  # pragma: no cover - a remote checkpoint (docs/cluster.md)
-            jvm = spark._jvm
+            jvm: Any = spark._jvm
             hpath = jvm.org.apache.hadoop.fs.Path(path)
             fs = hpath.getFileSystem(spark._jsc.hadoopConfiguration())
             stream = fs.open(hpath)

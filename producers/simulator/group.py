@@ -422,9 +422,10 @@ class GroupSim:
                 continue
             prev = self.cmap.configs[self.cmap.configs.index(cfg) - 1]
             for m in sorted(set(prev.member_ids) - set(cfg.member_ids)):
-                node = self.nodes.get(m)
-                if node is None or node.left:
+                leaving = self.nodes.get(m)
+                if leaving is None or leaving.left:
                     continue
+                node = leaving
                 if node.up(t):
                     node.status = "OFFLINE"
                     self._heartbeat(node)
