@@ -26,7 +26,7 @@ rely on an expansion this module would get wrong.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -114,29 +114,23 @@ def _macro(name: str, args: list[str], tr: TimeRange) -> str:
         if not n <= len(args) <= (most or n):
             raise UnknownMacro(f"$__{name} takes {n} argument(s), got {len(args)}: {args}")
 
-    if name == "time":
-        need(1)
-        return f'{args[0]} AS "time"'
-    if name == "timeEpoch":
-        need(1)
-        return f'extract(epoch from {args[0]}) AS "time"'
-    if name == "timeFilter":
-        need(1)
-        return f"{args[0]} BETWEEN '{_rfc3339(tr.start)}' AND '{_rfc3339(tr.end)}'"
-    if name == "timeFrom":
-        need(0)
-        return f"'{_rfc3339(tr.start)}'"
-    if name == "timeTo":
-        need(0)
-        return f"'{_rfc3339(tr.end)}'"
+    simple: dict[str, tuple[int, Callable[..., str]]] = {  # name -> (arguments, expansion)
+        "time": (1, lambda c: f'{c} AS "time"'),
+        "timeEpoch": (1, lambda c: f'extract(epoch from {c}) AS "time"'),
+        "timeFilter": (1, lambda c: f"{c} BETWEEN '{_rfc3339(tr.start)}' AND '{_rfc3339(tr.end)}'"),
+        "unixEpochFilter": (1, lambda c: f"{c} >= {int(tr.start.timestamp())} AND {c} <= {int(tr.end.timestamp())}"),
+        "timeFrom": (0, lambda: f"'{_rfc3339(tr.start)}'"),
+        "timeTo": (0, lambda: f"'{_rfc3339(tr.end)}'"),
+    }
+    if name in simple:
+        arity, render = simple[name]
+        need(arity)
+        return render(*args)
     if name in ("timeGroup", "timeGroupAlias"):
         need(2, 3)
         n = _num(interval_seconds(_interval_arg(args[1], tr)))
         sql = f"floor(extract(epoch from {args[0]})/{n})*{n}"
         return sql + (' AS "time"' if name == "timeGroupAlias" else "")
-    if name == "unixEpochFilter":
-        need(1)
-        return (f"{args[0]} >= {int(tr.start.timestamp())} AND {args[0]} <= {int(tr.end.timestamp())}")
     if name in ("unixEpochGroup", "unixEpochGroupAlias"):
         need(2, 3)
         n = _num(interval_seconds(_interval_arg(args[1], tr)))

@@ -221,6 +221,14 @@ class Pusher:
         self.report.changes.append(Change(kind, name, action))
         return action != UNCHANGED and not self.dry_run
 
+    def upsert(self, kind: str, uid: str, action: str, create: tuple[Any, dict[str, Any]],
+               update: tuple[Any, dict[str, Any]]) -> None:
+        """Record ``action`` and, unless unchanged or a dry run, call ``create`` or ``update``
+        (each a grafana-client method and its keyword arguments)."""
+        if self.note(kind, uid, action):
+            fn, kw = create if action == CREATED else update
+            self.call(f"{'creating' if action == CREATED else 'updating'} {kind} {uid}", fn, **kw)
+
     # -- the objects ---------------------------------------------------------------------------
     def datasource(self, want: dict[str, Any]) -> None:
         api, uid = self.api.datasource, want["uid"]
@@ -231,22 +239,15 @@ class Pusher:
             (have.get("secureJsonFields") or {}).get(k)
             for k, v in want.get("secureJsonData", {}).items() if v)
         action = CREATED if have is None else UNCHANGED if same(public, have) and secrets_set else UPDATED
-        if self.note("datasource", uid, action):
-            if action == CREATED:
-                self.call(f"creating datasource {uid}", api.create_datasource, datasource=want)
-            else:
-                self.call(f"updating datasource {uid}", api.update_datasource_by_uid,
-                          datasource_uid=uid, datasource=want)
+        self.upsert("datasource", uid, action, (api.create_datasource, {"datasource": want}),
+                    (api.update_datasource_by_uid, {"datasource_uid": uid, "datasource": want}))
 
     def folder(self) -> None:
         api, uid, title = self.api.folder, common.FOLDER_UID, common.FOLDER_TITLE
         have = self.call(f"reading folder {uid}", api.get_folder, missing_ok=True, uid=uid)
         action = CREATED if have is None else UNCHANGED if have.get("title") == title else UPDATED
-        if self.note("folder", uid, action):
-            if action == CREATED:
-                self.call(f"creating folder {uid}", api.create_folder, title=title, uid=uid)
-            else:
-                self.call(f"updating folder {uid}", api.update_folder, uid=uid, title=title, overwrite=True)
+        self.upsert("folder", uid, action, (api.create_folder, {"title": title, "uid": uid}),
+                    (api.update_folder, {"uid": uid, "title": title, "overwrite": True}))
 
     def dashboard(self, board: dict[str, Any]) -> None:
         api, uid = self.api.dashboard, board["uid"]
@@ -269,22 +270,15 @@ class Pusher:
                            expect=list, name=want["name"])
         have = next((p for p in points or [] if isinstance(p, dict) and p.get("uid") == uid), None)
         action = CREATED if have is None else UNCHANGED if same(want, have) else UPDATED
-        if self.note("contact point", uid, action):
-            if action == CREATED:
-                self.call(f"creating contact point {uid}", api.create_contactpoint, contactpoint=want)
-            else:
-                self.call(f"updating contact point {uid}", api.update_contactpoint,
-                          contactpoint_uid=uid, contactpoint=want)
+        self.upsert("contact point", uid, action, (api.create_contactpoint, {"contactpoint": want}),
+                    (api.update_contactpoint, {"contactpoint_uid": uid, "contactpoint": want}))
 
     def rule(self, want: dict[str, Any]) -> None:
         api, uid = self.api.alertingprovisioning, want["uid"]
         have = self.call(f"reading alert rule {uid}", api.get_alertrule, missing_ok=True, alertrule_uid=uid)
         action = CREATED if have is None else UNCHANGED if same(want, have) else UPDATED
-        if self.note("alert rule", uid, action):
-            if action == CREATED:
-                self.call(f"creating alert rule {uid}", api.create_alertrule, alertrule=want)
-            else:
-                self.call(f"updating alert rule {uid}", api.update_alertrule, alertrule_uid=uid, alertrule=want)
+        self.upsert("alert rule", uid, action, (api.create_alertrule, {"alertrule": want}),
+                    (api.update_alertrule, {"alertrule_uid": uid, "alertrule": want}))
 
     def rule_group(self) -> None:
         """The group's evaluation interval (creating a rule creates its group with Grafana's

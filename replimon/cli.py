@@ -280,8 +280,9 @@ def replay(
     Then: replimon report RUN_ID, replimon diff live RUN_ID."""
     import logging
 
+    from replimon.replay import iso
     from replimon.replay.run import replay as run_replay
-    from replimon.replay.window import ReplayError, fmt_ms
+    from replimon.replay.window import ReplayError
 
     if api not in ("row", "pandas"):
         raise fail(f"replay: --api must be row or pandas (got {api!r})")
@@ -295,7 +296,7 @@ def replay(
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    command = ["replimon", "replay", "--from", fmt_ms(from_ms), "--to", fmt_ms(to_ms), "--state", state_from]
+    command = ["replimon", "replay", "--from", iso(from_ms), "--to", iso(to_ms), "--state", state_from]
     if names:
         command += ["--groups", ",".join(names)]
     # The bar appears once the window is planned (a refused window prints its one line only).

@@ -113,7 +113,8 @@ def validate_window(settings: Any, from_ms: int, to_ms: int, *, docs: Path | Non
     groups (``replimon.quality.records``). ``ReplayError`` for a window that cannot be read."""
     from replimon.quality.hook import topic_types
     from replimon.quality.records import read_sample
-    from replimon.replay.window import fmt_ms, plan_window
+    from replimon.replay import iso
+    from replimon.replay.window import plan_window
 
     started = time.monotonic()
     types = topic_types(settings)
@@ -125,8 +126,8 @@ def validate_window(settings: Any, from_ms: int, to_ms: int, *, docs: Path | Non
     if not sample.complete:
         raise ValidateError(f"could not read the window's records from {bootstrap}")
     if not sample.records:
-        raise ValidateError(f"no contract-valid event between {fmt_ms(from_ms)} and {fmt_ms(to_ms)}")
-    what = (f"{', '.join(types)} from {fmt_ms(from_ms)} to {fmt_ms(to_ms)} "
+        raise ValidateError(f"no contract-valid event between {iso(from_ms)} and {iso(to_ms)}")
+    what = (f"{', '.join(types)} from {iso(from_ms)} to {iso(to_ms)} "
             f"({sample.read} records" + (f", {sample.groups} groups sampled" if sample.read > max_records else "")
             + ")")
     invalid = [f"{sample.invalid} record(s) of the window break contract v1 (dead letters)"] if sample.invalid else []

@@ -34,7 +34,7 @@ from replimon.quality.suites import spec_of_name
 KIND = "DATA_QUALITY_FAILED"
 GUARD_SUFFIX = ":quality"
 
-# The batch sink's guard statement (_ADVANCE), on another pipeline.
+# The batch sink's guard statement (ADVANCE), on another pipeline.
 
 _DQ = """
 INSERT INTO dq_results (run_id, batch_id, suite, expectation, ts, success, evaluated, unexpected,
@@ -91,20 +91,20 @@ def write_results(dsn: str, run_id: str, pipeline: str, batch_id: int, outcomes:
                   alerts: Sequence[dict[str, Any]], now_ms: int) -> bool:
     """Write one validation (module docstring); False: this batch was validated and written
     before (a retry), nothing written."""
-    from replimon.streaming.sinks.postgres import _ADVANCE, _ALERT, _alert_row
+    from replimon.streaming.sinks.postgres import ADVANCE, INSERT_ALERT, alert_row
 
     rows = dq_rows(run_id, batch_id, outcomes, now_ms)
-    alert_rows = [_alert_row(a, run_id, batch_id) for a in alerts]
+    alert_rows = [alert_row(a, run_id, batch_id) for a in alerts]
     with psycopg.connect(dsn, autocommit=True, connect_timeout=10,
                          application_name="replimon-quality") as conn:
         with conn.transaction(), conn.cursor() as cur:
-            cur.execute(_ADVANCE, (run_id, guard_pipeline(pipeline), batch_id))
+            cur.execute(ADVANCE, (run_id, guard_pipeline(pipeline), batch_id))
             if cur.fetchone() is None:
                 return False
             if rows:
                 cur.executemany(_DQ, rows)
             if alert_rows:
-                cur.executemany(_ALERT, alert_rows)
+                cur.executemany(INSERT_ALERT, alert_rows)
         return True
 
 

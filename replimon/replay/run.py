@@ -92,7 +92,7 @@ def replay(settings: Any, from_ms: int, to_ms: int, *, groups: Sequence[str] | N
     result = ReplayResult(run_id, window, start, total, params=params)
     migrate(settings.postgres.dsn)
     pg = PostgresSink(settings.postgres.dsn, run_id=run_id, migrate_schema=False)
-    _run_row(pg, run_id, params, "running")
+    pg.record_run(params, "running")
     spark = spark or get_session(settings.streaming.master, settings.streaming.shuffle_partitions,
                                  **settings.streaming.spark_conf)
     initial = None
@@ -132,9 +132,9 @@ def replay(settings: Any, from_ms: int, to_ms: int, *, groups: Sequence[str] | N
         status = "stopped" if stop and stop.is_set() else "done"
     finally:
         result.seconds = time.monotonic() - started
-        result.alerts = len(pg.alerts()) if status == "done" else 0
+        result.alerts = pg.alert_count() if status == "done" else 0
         params["records_read"] = result.records_read
-        _run_row(pg, run_id, params, status)
+        pg.record_run(params, status)
         pg.close()
     return result
 
@@ -146,20 +146,6 @@ def _read_so_far(query: Any, seen: set[int], read: int) -> int:
             seen.add(batch)
             read += int(p["numInputRows"])
     return read
-
-
-def _run_row(pg: Any, run_id: str, params: dict[str, Any], status: str) -> None:
-    from psycopg.types.json import Jsonb
-
-    def write(conn: Any) -> None:
-        conn.execute(
-            "INSERT INTO replay_runs (run_id, params, status) VALUES (%s, %s, %s)"
-            " ON CONFLICT (run_id) DO UPDATE SET params = EXCLUDED.params, status = EXCLUDED.status,"
-            " finished_at = CASE WHEN EXCLUDED.status = 'running' THEN NULL ELSE now() END",
-            (run_id, Jsonb(params), status))
-        conn.commit()
-
-    pg._call(write)
 
 
 __all__ = ["ReplayError", "ReplayResult", "new_run_id", "plan", "replay"]

@@ -22,6 +22,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from replimon.replay import iso
 from replimon.streaming.validate_arrow import bucket_of
 
 Offsets = dict[str, dict[str, int]]  # {topic: {partition: offset}}, Spark's Kafka offset JSON
@@ -41,12 +42,6 @@ def to_json_offsets(offsets: Mapping[TP, int]) -> Offsets:
 
 def from_json_offsets(value: Mapping[str, Mapping[str, int]]) -> dict[TP, int]:
     return {(t, int(p)): int(o) for t, parts in value.items() for p, o in parts.items()}
-
-
-def fmt_ms(ms: int) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass
@@ -72,7 +67,7 @@ def plan_window(bootstrap: str, topics: Sequence[str], from_ms: int, to_ms: int,
     from replimon.streaming.sources.kafka import KafkaClient, parse_options
 
     if from_ms >= to_ms:
-        raise ReplayError(f"--from ({fmt_ms(from_ms)}) must be before --to ({fmt_ms(to_ms)})")
+        raise ReplayError(f"--from ({iso(from_ms)}) must be before --to ({iso(to_ms)})")
     opts = parse_options({"subscribe": ",".join(topics), "kafka.bootstrap.servers": bootstrap,
                           **{f"kafka.{k}": v for k, v in (client_options or {}).items()}})
     client = KafkaClient(opts)
@@ -92,7 +87,7 @@ def plan_window(bootstrap: str, topics: Sequence[str], from_ms: int, to_ms: int,
         if window.records == 0:
             held = sum(ends[tp] - window.earliest[tp] for tp in tps)
             raise ReplayError(
-                f"no record was published between {fmt_ms(from_ms)} and {fmt_ms(to_ms)} on "
+                f"no record was published between {iso(from_ms)} and {iso(to_ms)} on "
                 f"{', '.join(topics)} (they hold {held} record(s) in all)")
         return window
     finally:
@@ -118,8 +113,8 @@ def check_retention(window: Window, oldest_ts: Mapping[TP, int]) -> None:
     if late:
         names = ", ".join(f"{t}-{p}" for t, p in sorted(late)[:4])
         raise ReplayError(
-            f"the window starts at {fmt_ms(window.from_ms)} but Kafka no longer holds records that "
-            f"old on {names}: the oldest record there is from {fmt_ms(min(late.values()))} "
+            f"the window starts at {iso(window.from_ms)} but Kafka no longer holds records that "
+            f"old on {names}: the oldest record there is from {iso(min(late.values()))} "
             "(retention). Start the window at or after that time.")
 
 

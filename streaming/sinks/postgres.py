@@ -102,7 +102,7 @@ def _nonneg(x: int | None) -> int | None:
     return None if x is None or x < 0 else x
 
 
-def _alert_row(a: Mapping[str, Any], run_id: str, batch_id: int) -> tuple[Any, ...]:
+def alert_row(a: Mapping[str, Any], run_id: str, batch_id: int) -> tuple[Any, ...]:
     return (run_id, a["alert_id"], a["status"], a["group"], a["kind"], a["severity"],
             a["category"], a.get("instance"), a.get("node"), ts_from_ms(a["event_ts_ms"]),
             ts_from_ms(a["detected_ts_ms"]), a["message"], Jsonb(list(a.get("evidence") or [])),
@@ -173,7 +173,9 @@ def _dead_letter_row(d: Mapping[str, Any], run_id: str, batch_id: int) -> tuple[
 
 
 # -- statements ------------------------------------------------------------------------------------
-_ADVANCE = """
+# ADVANCE (the exactly-once guard), INSERT_ALERT and alert_row are public: the data-quality hook
+# (replimon.quality.results) writes its alerts and its own guard row with the same statements.
+ADVANCE = """
 INSERT INTO pipeline_batches AS p (run_id, pipeline, last_batch_id, committed_at)
 VALUES (%s, %s, %s, now())
 ON CONFLICT (run_id, pipeline) DO UPDATE
@@ -181,7 +183,7 @@ ON CONFLICT (run_id, pipeline) DO UPDATE
     WHERE p.last_batch_id < EXCLUDED.last_batch_id
 RETURNING last_batch_id"""
 
-_ALERT = """
+INSERT_ALERT = """
 INSERT INTO alerts (run_id, alert_id, status, group_id, kind, severity, category, instance, node,
                     event_ts, detected_ts, message, evidence, batch_id)
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
@@ -379,7 +381,7 @@ class PostgresSink:
         On any error the transaction rolls back and the exception propagates.
         """
         run = self.run_id
-        alert_rows = [_alert_row(a, run, batch_id) for a in alerts]
+        alert_rows = [alert_row(a, run, batch_id) for a in alerts]
         latest: dict[str, dict[str, Any]] = {}
         series: dict[tuple[str, datetime], tuple[Any, ...]] = {}
         node_series: dict[tuple[str, str, datetime], tuple[Any, ...]] = {}
@@ -405,10 +407,10 @@ class PostgresSink:
             with conn.transaction(), conn.cursor() as cur:
                 # Takes the guard row's lock first: a concurrent writer of the same pipeline waits
                 # here, then sees the committed id and skips.
-                cur.execute(_ADVANCE, (run, self.pipeline, batch_id))
+                cur.execute(ADVANCE, (run, self.pipeline, batch_id))
                 if cur.fetchone() is None:
                     return False
-                for stmt, rows in ((_ALERT, alert_rows), (_GROUP, group_rows), (_NODE, node_rows),
+                for stmt, rows in ((INSERT_ALERT, alert_rows), (_GROUP, group_rows), (_NODE, node_rows),
                                    (_SERIES, list(series.values())),
                                    (_NODE_SERIES, list(node_series.values())), (_DEAD, dead_rows)):
                     if len(rows) >= _COPY_FROM:
@@ -426,6 +428,26 @@ class PostgresSink:
                 m.get("input_rows"), m.get("input_rows_per_s"), m.get("processed_rows_per_s"),
                 m.get("alerts"), m.get("dead_letters"), m.get("groups"), m.get("trigger_ms"),
                 m.get("lag_records"))
+
+    def record_run(self, params: Mapping[str, Any], status: str) -> None:
+        """This run's ``replay_runs`` row (a replay: its parameters and status); ``finished_at``
+        is set when the status is not ``running``."""
+        def write(conn: psycopg.Connection[Any]) -> None:
+            conn.execute(
+                "INSERT INTO replay_runs (run_id, params, status) VALUES (%s, %s, %s)"
+                " ON CONFLICT (run_id) DO UPDATE SET params = EXCLUDED.params, status = EXCLUDED.status,"
+                " finished_at = CASE WHEN EXCLUDED.status = 'running' THEN NULL ELSE now() END",
+                (self.run_id, Jsonb(dict(params)), status))
+
+        self._call(write)
+
+    def alert_count(self) -> int:
+        """Alert rows of this run."""
+        def read(conn: psycopg.Connection[Any]) -> int:
+            row = conn.execute("SELECT count(*) FROM alerts WHERE run_id = %s", (self.run_id,)).fetchone()
+            return int(row[0]) if row else 0
+
+        return self._call(read)
 
     def write_metrics(self, batch_id: int, **metrics: Any) -> None:
         """Record a batch's metrics outside its transaction (e.g. from a StreamingQueryListener's
