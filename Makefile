@@ -19,7 +19,7 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/replimon demo
 
-## Debian's Chromium for the postmortem report's browser test (tests/test_report.py).
+## Debian's Chromium for the postmortem report's browser test (tests/replay/test_report.py).
 browser:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium fonts-liberation; }
 

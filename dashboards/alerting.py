@@ -3,7 +3,7 @@ alert rules, contact point and notification policy (issue 5; docs/alerting.md).
 
 `rules_files()` renders every file of ``dashboards/provisioning/`` (path relative to
 ``dashboards/`` -> YAML text), byte for byte the same on every call: ``replimon dashboards
-generate`` writes them, ``tests/test_alert_rules.py`` fails when the checked-in copies drift.
+generate`` writes them, ``tests/dashboards/test_alert_rules.py`` fails when the checked-in copies drift.
 ``dashboards/push.py`` provisions the same objects over Grafana's HTTP API from the same
 functions (`api_rule`, `contact_point`, `policy_route`, `datasource`), so the files and the push
 cannot disagree.

@@ -3,7 +3,7 @@ grafana-foundation-sdk, serialised to the JSON checked in under ``dashboards/jso
 
 ``replimon dashboards generate [--check]`` calls `generate`. The JSON is stable: keys sorted,
 2-space indent, a trailing newline, panel ids and grid positions fixed by the code, so the same
-code always gives the same bytes and the golden test (tests/test_dashboards.py) can compare them.
+code always gives the same bytes and the golden test (tests/dashboards/test_dashboards.py) can compare them.
 
 Each dashboard lives in its own module (``fleet``, ``group``, ``alerts``, ``pipeline``) with a
 ``build()`` returning the SDK's dashboard builder; this module holds what they share: the

@@ -2,7 +2,7 @@
 datasource (the foundation SDK has no builder for that plugin), and the SQL fragments several
 panels share, so one definition ("open at the end of the range", "health") is written once.
 
-Conventions every panel's SQL follows (docs/dashboards.md, "Definitions"; tests/test_dashboards.py
+Conventions every panel's SQL follows (docs/dashboards.md, "Definitions"; tests/dashboards/test_dashboards.py
 runs each one against the PostgreSQL an end-to-end run filled):
 
 * every table is filtered on ``run_id = ${run:sqlstring}`` first: each table's key and indexes

@@ -100,7 +100,7 @@ duplicate keys refused unless ``spark.sql.variant.allowDuplicateKeys``. Its own 
 
 Known differences from parse_event
 ----------------------------------
-Verdicts agree on every record of the parity test (tests/test_validate.py: the contract corpus,
+Verdicts agree on every record of the parity test (tests/streaming/test_validate.py: the contract corpus,
 edge cases, simulator events and seeded mutations). Reasons differ only here:
 
 ======================================  ========================================  ========================

@@ -2,7 +2,7 @@
 ``monitor.dead_letters``) and to PostgreSQL in one transaction guarded by the batch id.
 
 Guarantees (``docs/streaming.md``, "Exactly once" and "Recovery"; measured by
-``tests/test_recovery.py``):
+``tests/streaming/test_recovery.py``):
 
 * PostgreSQL: exactly-once effect. A batch Spark runs again after a crash finds its id already
   committed (``pipeline_batches``) and writes nothing, or finds it not committed and writes it

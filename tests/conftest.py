@@ -54,8 +54,8 @@ def spark() -> Iterator[object]:
 @pytest.fixture(scope="session")
 def e2e(spark: object, broker: EmbeddedBroker, postgres: EmbeddedPostgres,
         tmp_path_factory: pytest.TempPathFactory) -> object:
-    """The end-to-end run (``tests/e2e_run.py``): every simulator fault through the real broker,
+    """The end-to-end run (``tests/support/e2e.py``): every simulator fault through the real broker,
     Spark job and PostgreSQL, once per session for every test that reads its results."""
-    from tests.e2e_run import run_e2e
+    from tests.support.e2e import run_e2e
 
     return run_e2e(spark, broker, postgres, tmp_path_factory.mktemp("e2e"))

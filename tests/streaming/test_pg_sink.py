@@ -29,6 +29,7 @@ from replimon.streaming.sinks.postgres import (
     ms_from_ts,
     ts_from_ms,
 )
+from tests.support import eventually
 
 pytestmark = pytest.mark.postgres
 
@@ -231,10 +232,9 @@ def test_a_lost_connection_is_reopened_once(dsn: str, payloads: dict[str, Any]) 
         with psycopg.connect(dsn, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                           " WHERE application_name = %s", (name,))
-            deadline = time.monotonic() + 10
-            while admin.execute("SELECT 1 FROM pg_stat_activity WHERE application_name = %s",
-                                (name,)).fetchone() and time.monotonic() < deadline:
-                time.sleep(0.05)
+            eventually(lambda: not admin.execute("SELECT 1 FROM pg_stat_activity WHERE application_name = %s",
+                                                 (name,)).fetchone(),
+                       timeout=10, interval=0.05, what="the terminated backend to go")
         assert sink.write_batch(1, alerts=payloads["alerts"][1:2], snapshots=[],
                                 dead_letters=[], metrics=None)
         assert sink.last_batch_id() == 1 and len(sink.alert_ids()) == 2

@@ -54,7 +54,7 @@ from replimon.quality.suites import (
     parameters,
     specs,
 )
-from tests.e2e_run import FAULT_AT_S, FAULTS, OPTIONS, fault_group
+from tests.support.e2e import FAULT_AT_S, FAULTS, OPTIONS, fault_group
 
 NOW_MS = OPTIONS.start_ms + 10 * 24 * 3600 * 1000  # "now" for the suites: 10 days after the trace
 DAY_MS = 24 * 3600 * 1000
@@ -76,7 +76,7 @@ def trace() -> list[dict[str, Any]]:
 def small() -> list[dict[str, Any]]:
     """A clean fleet small enough to mutate and validate quickly, with every kind of record the
     mutations need (refusals, adds, reservations with a window base, views, versions)."""
-    from tests.test_job import simulate
+    from tests.support import simulate
 
     return simulate(60, groups=6, seed=3)
 
@@ -358,7 +358,7 @@ def test_checked_in_suites_are_what_the_code_generates_and_load_in_gx(tmp_path: 
 def test_the_documentation_names_every_expectation_and_derived_column() -> None:
     from replimon.quality.suites import DERIVED
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "quality.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[2] / "docs" / "quality.md").read_text(encoding="utf-8")
     names = {spec.name for ss in specs().values() for spec in ss
              if not spec.name.startswith("expect_column_values_to_not_be_null(")}
     assert sorted(n for n in names if f"`{n}`" not in text) == []
@@ -449,7 +449,7 @@ def test_sampling_keeps_whole_groups_deterministically(broker: Any, topic_prefix
     from replimon.quality.hook import topic_types
     from replimon.quality.records import read_sample
     from replimon.streaming.sources.kafka import KafkaClient, parse_options
-    from tests.test_job import publish, settings_for, simulate
+    from tests.support import publish, settings_for, simulate
 
     settings = settings_for(broker, SimpleNamespace(dsn=""), topic_prefix, tmp_path)
     events = simulate(10, groups=20, seed=5)
@@ -490,7 +490,7 @@ def _write(path: Path, events: list[dict[str, Any]], extra: list[str] = ()) -> P
 
 @pytest.mark.usefixtures("clean_env")
 def test_validate_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.test_job import simulate
+    from tests.support import simulate
 
     events = simulate(20, groups=3, seed=2)
     assert main(["validate", str(_write(tmp_path / "clean.jsonl", events))]) == 0
@@ -533,7 +533,7 @@ def _check_docs(docs: Path) -> None:
 
 @pytest.mark.usefixtures("clean_env")
 def test_validate_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.test_cli import one_error_line
+    from tests.support import one_error_line
 
     assert main(["validate"]) == 2
     assert "give JSONL files, or --from and --to" in one_error_line(capsys)
@@ -555,7 +555,7 @@ def test_validate_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str
 def test_validate_a_window_of_the_topics(broker: Any, topic_prefix: str, tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     from replimon.replay.window import plan_window
-    from tests.test_job import publish, simulate
+    from tests.support import publish, simulate
 
     topics = {n: f"{topic_prefix}{n}" for n in ("decisions", "executions", "heartbeats", "config")}
     config = tmp_path / "replimon.yaml"

@@ -23,8 +23,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.test_job import publish, replay, settings_for, simulate
-from tests.test_recovery import headers, read_topic
+from tests.support import headers, publish, read_topic, replay, settings_for, simulate
 
 pytestmark = [pytest.mark.broker, pytest.mark.postgres]
 

@@ -13,8 +13,8 @@
 4. Robustness: duplicated events change nothing; ``on_event`` (and ``snapshot``) never raise on
    contract-valid input, the state survives JSON anywhere, the alert stream is well formed.
 
-Suspected core bugs these properties found are pinned as ``@example``s (so they fail at once, with
-no shrinking) and marked ``SUSPECTED CORE BUG`` next to the test that shows them.
+Histories these properties once found wrong verdicts on (fixed since) are pinned as ``@example``s,
+so a regression fails at once with no shrinking; a comment above each says what went wrong.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from replimon.core.configmap import Command, ConfigMap, Rules
 from replimon.core.limits import Limits
 from replimon.core.monitor import GroupMonitor, Monitor
 from replimon.producers.simulator import CATALOGUE, SimOptions, Simulator, parse_injection
-from tests.histories import command_json, members_json
+from tests.support.histories import command_json, members_json
 
 
 def _settings(n: int) -> settings:
@@ -729,13 +729,13 @@ def _mutated(plan: GroupPlan, kind: str, pick: int, delta: int) -> tuple[GroupHi
 
 @_settings(80)
 @given(group_plans(), st.integers(0, 50), st.integers(1, 5))
-# SUSPECTED CORE BUG (found by this property): a worklog-lenient group (n2 is old) installs
+# Regression (found by this property): a worklog-lenient group (n2 is old) installs
 # set_event_horizon(10) decided at 1 (SPEC 4: allowed, "neither may raise an alert") but every node
-# reports start 13 instead of the worklog's 12. The core raises EH_CHANGE_WITH_OLD_MEMBER ("the
+# reports start 13 instead of the worklog's 12. The core once raised EH_CHANGE_WITH_OLD_MEMBER ("the
 # event horizon cannot change") instead of CONFIG_MISMATCH (the start differs from the map).
 @example(plan=GroupPlan([("n1", NEW), ("n2", OLD), ("n3", NEW)], [(1, ("set_event_horizon", 10))],
                         tail=0, seed=0, worklog_bound=False, worklog_default=True), pick=0, delta=1)
-# SUSPECTED CORE BUG (found by this property): see test_following_the_group_keeps_a_config_the_rules_
+# Regression (found by this property): see test_following_the_group_keeps_a_config_the_rules_
 # placement_had_replaced below.
 @example(plan=REPLACED_PLAN, pick=2, delta=5)
 def test_group_installing_a_wrong_start_is_one_config_mismatch(plan: GroupPlan, pick: int, delta: int) -> None:
@@ -751,13 +751,13 @@ def test_group_installing_a_wrong_start_is_one_config_mismatch(plan: GroupPlan, 
 
 
 def test_following_the_group_keeps_a_config_the_rules_placement_had_replaced() -> None:
-    """SUSPECTED CORE BUG (found by the property above). REPLACED_PLAN, but every node installs
+    """Regression (found by the property above). REPLACED_PLAN, but every node installs
     set_eh(30)@3 at 38 instead of 33, so the removal's configuration at 33 stays. The monitor had
     placed the command at 33 (replacing the removal's configuration in its map); when it follows
-    the group, ``ConfigRules._rebuild(3)`` keeps only configurations decided before 3 that are
-    still in the map, so the one at 33 (decided at 2) is lost: the map becomes [0, 12, 38], every
-    node's correct view (start 33, members n1,n2) is flagged CONFIG_DISAGREEMENT, n3 stays a member
-    for 33..37 and can_leave(33) is never checked."""
+    the group, the rebuild once kept only configurations decided before 3 that were still in the
+    map, so the one at 33 (decided at 2) was lost: the map became [0, 12, 38], every node's correct
+    view (start 33, members n1,n2) was flagged CONFIG_DISAGREEMENT, n3 stayed a member for 33..37
+    and can_leave(33) was never checked."""
     hist = GroupHistory(REPLACED_PLAN, Mutation("group_start", 3, 5)).run()
     assert [(x.start, x.eh) for x in hist.ref.configs] == [(0, 10), (12, 20), (33, 20), (38, 30)]
     alerts, gm = run_group_monitor(hist.events)
@@ -779,8 +779,8 @@ def test_one_late_report_with_a_wrong_start_is_one_disagreement(plan: GroupPlan,
 
 @_settings(60)
 @given(group_plans(), st.integers(0, 50), st.integers(1, 5))
-# SUSPECTED CORE BUG (found by this property): n3 alone reports start 13 for set_event_horizon(200)
-# decided at 1 (rules, n1 and n2: 12). The monitor's map follows n3's report, then flags the
+# Regression (found by this property): n3 alone reports start 13 for set_event_horizon(200)
+# decided at 1 (rules, n1 and n2: 12). The monitor's map once followed n3's report, then flagged the
 # correct proposer n1 with BEYOND_HORIZON (12..39 from window_base 11: "effective horizon 21") and
 # every node's correct view with CONFIG_DISAGREEMENT.
 @example(plan=GroupPlan([("n1", NEW), ("n2", NEW), ("n3", NEW)], [(1, ("set_event_horizon", 200))],
@@ -922,8 +922,8 @@ def test_state_round_trip_at_cut_points_changes_no_alert(seed: int, nodes: int, 
 
 @_settings(12)
 @given(st.integers(0, 3), FAULTS, st.integers(0, 2**32 - 1), st.integers(1, 200))
-# SUSPECTED CORE BUG (found by this property): a re-delivered old event of a group that is silent
-# resolves its GROUP_SILENT ("the group published again"), which then fires again under the same id.
+# Regression (found by this property): a re-delivered old event of a group that is silent
+# once resolved its GROUP_SILENT ("the group published again"), which then fired again under the same id.
 @example(seed=0, fault="group_silent", dup_seed=0, n_dups=131)
 def test_duplicated_events_change_nothing(seed: int, fault: str | None, dup_seed: int, n_dups: int) -> None:
     """SPEC 3: duplicates (same group, node, incarnation, seq) are ignored, wherever they arrive
@@ -1098,8 +1098,8 @@ def test_on_event_never_raises_on_contract_valid_events(events: list[dict[str, A
     assert [a.to_dict() for a in again] == [a.to_dict() for a in alerts]
 
 
-# SUSPECTED CORE BUG (found by this property): snapshot() divides by the active event horizon; a
-# contract-valid report (event_horizon >= 0) of 0 raises ZeroDivisionError (also after a booted
+# Regression (found by this property): snapshot() divided by the active event horizon; a
+# contract-valid report (event_horizon >= 0) of 0 raised ZeroDivisionError (also after a booted
 # group's node installs set_event_horizon(0): EH_OUT_OF_DOMAIN fires, then the map follows it).
 @_settings(150)
 @given(valid_streams(), st.booleans(), st.integers(1, 5))

@@ -21,7 +21,7 @@ import pytest
 
 from replimon.replay.run import plan, replay
 from replimon.replay.window import ReplayError
-from tests.test_job import publish, settings_for, simulate
+from tests.support import publish, settings_for, simulate
 
 pytestmark = [pytest.mark.broker, pytest.mark.postgres, pytest.mark.timeout(900)]
 

@@ -1,6 +1,6 @@
 """The monitor's rules (SPEC section 5): one hand-made history per alert kind, and its near miss.
 
-Each firing history is a correct group (``tests/histories.py`` plays it truthfully) plus the one
+Each firing history is a correct group (``tests/support/histories.py`` plays it truthfully) plus the one
 fault the kind is about; each near miss is the closest correct history and must raise nothing of
 that kind. Timed rules are judged against the watermark (group clock - skew) whenever the group's
 clock has moved 250 ms, so thresholds are placed to the millisecond: ``threshold + skew`` fires,
@@ -23,7 +23,7 @@ from replimon.core.configmap import (
 )
 from replimon.core.limits import Limits
 from replimon.core.monitor import Monitor
-from tests.histories import (
+from tests.support.histories import (
     OLD,
     History,
     Run,
@@ -546,8 +546,8 @@ def test_can_leave_verdict_is_not_lost_at_end_of_input() -> None:
     # The input ends (``replimon check`` over a file, or the group falls silent) right after every
     # member of c answered: n1 executed 54, n2 and n3 learned 57 without it. The verdict is
     # complete and must come out of ``finish()`` (flush) or at least of the timer.
-    # SUSPECTED CORE BUG (fails): GroupMonitor.flush only expires held events and on_timer only
-    # checks GROUP_SILENT; the settled CanLeaveCheck waits for a clock step that never comes.
+    # Regression: flush() and on_timer() once left a fully answered check waiting for a clock
+    # step that never came.
     h = too_far()
     h.decide(48, 6)
     h.execute_all(52)
@@ -593,8 +593,8 @@ def test_divergent_decision_single_inside_a_run_of_another_kind() -> None:
 @pytest.mark.parametrize("order", ["single-first", "run-first"])
 def test_divergent_decision_app_single_inside_a_noop_run(order: str) -> None:
     # The same two decision events must give the same verdict in either arrival order.
-    # SUSPECTED CORE BUG (run-first fails): DecisionRules._divergence compares a new single with
-    # the runs covering it only when the single's kind is not "app".
+    # Regression: a new single was once compared with the runs covering it only when its kind was
+    # not "app", so the run-first order missed it.
     h = started()
     if order == "single-first":
         h.decide(23, learners=["n2"])
@@ -609,7 +609,7 @@ def test_divergent_decision_app_single_inside_a_noop_run(order: str) -> None:
 
 def test_divergent_decision_two_runs_of_different_kinds() -> None:
     # n1 learns 21..25 as app, n2 learns 21..25 as noop: two decided values for five instances.
-    # SUSPECTED CORE BUG (fails): runs are compared with singles only, never with other runs.
+    # Regression: runs were once compared with singles only, never with other runs.
     h = started()
     h.decide(21, 5, learners=["n1"])
     h.decide(21, 5, kind="noop", proposer="n2", learners=["n2"])

@@ -43,7 +43,7 @@ import pytest
 
 from replimon.replay.report import ReportSummary, write_report
 from replimon.replay.report_md import md_cell
-from tests.test_diff import copy_run, delete_run
+from tests.support import copy_run, delete_run
 
 pytestmark = [pytest.mark.broker, pytest.mark.postgres, pytest.mark.timeout(900)]
 

@@ -5,7 +5,7 @@ One trace does it all, because one replay of many groups costs far less than man
 (docs/streaming.md, "End-to-end tests"): every fault of ``CATALOGUE`` in a group of its own, a
 few clean groups, and bad records. It is replayed in two installments on one checkpoint (the
 events before ``CUT_S``, then the rest: a replay resumed after a stop), each one micro-batch.
-The verdicts are those ``tests/test_monitor_sim.py`` requires of the core alone:
+The verdicts are those ``tests/core/test_monitor_sim.py`` requires of the core alone:
 
 * each faulted group raises exactly its fault's kind (info kinds aside), with the evidence the
   simulator's manifest names (node, instance, ...); clean groups raise nothing but info kinds;
@@ -38,7 +38,8 @@ import pytest
 from replimon.core.alerts import INFO
 from replimon.core.monitor import Monitor
 from replimon.producers.simulator import SimOptions, Simulator
-from tests.e2e_run import (
+from tests.support import publish, replay, settings_for, simulate
+from tests.support.e2e import (
     CLEAN_GROUPS,
     E2E,
     FAULTS,
@@ -48,7 +49,6 @@ from tests.e2e_run import (
     feed_order,
     read_at,
 )
-from tests.test_job import publish, replay, settings_for, simulate
 
 pytestmark = [pytest.mark.broker, pytest.mark.postgres, pytest.mark.timeout(900)]
 

@@ -101,7 +101,7 @@ def test_checked_in_json_is_what_the_code_generates() -> None:
     differ = [rel for rel, text in files.items()
               if not (HERE / rel).exists() or (HERE / rel).read_text(encoding="utf-8") != text]
     assert not differ, (f"{differ} differ from the generator: run `replimon dashboards generate` "
-                        "(or REPLIMON_GENERATE_GOLDEN_FILES=1 pytest tests/test_dashboards.py)")
+                        "(or REPLIMON_GENERATE_GOLDEN_FILES=1 pytest tests/dashboards/test_dashboards.py)")
     assert build.generate(check=True) == []
 
 
@@ -126,7 +126,7 @@ def test_generate_writes_checks_and_removes_stale_files(monkeypatch: pytest.Monk
 def test_json_is_stable_and_pretty() -> None:
     for rel, text in build.dashboard_files().items():
         if not rel.endswith(".json"):
-            continue  # the provisioning YAML: tests/test_alert_rules.py
+            continue  # the provisioning YAML: tests/dashboards/test_alert_rules.py
         assert text.endswith("}\n") and "\n  \"" in text, rel
         assert text == json.dumps(json.loads(text), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     assert build.dashboard_files() == build.dashboard_files()

@@ -1,5 +1,5 @@
 """Live = check (issue 4): the same events through the live Spark job and through ``replimon check``
-give the same alert ids (``tests/test_job.py`` shows it for replay).
+give the same alert ids (``tests/streaming/test_job.py`` shows it for replay).
 
 The live query (``timeMode="ProcessingTime"``, 1 s processing-time trigger) runs in this process
 on the session's Spark; the simulator publishes a trace with six kinds of fault in real time
@@ -37,7 +37,7 @@ import pytest
 from replimon.core.alerts import alert_id
 from replimon.producers.publisher import Publisher
 from replimon.producers.simulator import SimOptions, Simulator, parse_injection
-from tests.test_recovery import job_config
+from tests.support import eventually, job_config
 
 pytestmark = [pytest.mark.broker, pytest.mark.postgres, pytest.mark.timeout(600)]
 
@@ -81,11 +81,12 @@ def test_live_equals_check(spark: Any, broker: Any, postgres: Any, topic_prefix:
 
     query = start_query(spark, settings, run_id=run_id, pg=pg, observers=[observe], trigger_s=1.0)
     try:
-        deadline = time.monotonic() + 300
-        while not lags:  # the query is up and idle before the first event
+        def running(done: Any) -> Any:
             assert query.isActive, query.exception()
-            assert time.monotonic() < deadline, "the live query never completed a batch"
-            time.sleep(0.2)
+            return done()
+
+        # the query is up and idle before the first event
+        eventually(lambda: running(lambda: lags), timeout=300, what="a first batch of the live query")
         # -- the replicas: the simulator in real time through the product's publisher ------------
         events: list[dict[str, Any]] = []
         with Publisher.from_settings(settings) as publisher:
@@ -107,11 +108,8 @@ def test_live_equals_check(spark: Any, broker: Any, postgres: Any, topic_prefix:
                for g, ts in last.items()}
         tail = Counter((aid, "firing") for aid in due)
         assert not set(tail) & set(want)
-        deadline = time.monotonic() + 240
-        while not set(tail) <= {(a["alert_id"], a["status"]) for a in pg.alerts()}:
-            assert query.isActive, query.exception()
-            assert time.monotonic() < deadline, f"no tail silences; batches (id, wall, lag s): {lags}"
-            time.sleep(0.5)
+        eventually(lambda: running(lambda: set(tail) <= {(a["alert_id"], a["status"]) for a in pg.alerts()}),
+                   timeout=240, interval=0.5, what=f"the tail silences (batches: id, wall, lag s: {lags})")
         got_alerts = pg.alerts()
         got = Counter((a["alert_id"], a["status"]) for a in got_alerts)
         processed = sum(s["counts"]["events"] for s in (pg_snapshots(settings.postgres.dsn, run_id)))

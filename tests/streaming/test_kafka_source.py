@@ -36,6 +36,7 @@ from replimon.streaming.sources.kafka_admission import (
     TimestampIndex,
     plan_aligned,
 )
+from tests.support import eventually
 
 pytestmark = pytest.mark.broker
 
@@ -115,10 +116,7 @@ def reported_ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]
 
 
 def wait_for(predicate: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+    eventually(predicate, timeout=timeout, what=what)
 
 
 # -- pure planning --------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """split_events (Spark SQL) against parse_event (pydantic): the same verdict on every record.
 
-The corpus: every case of tests/test_contract.py (valid, invalid, nulls, junk), hand-picked edge
+The corpus: every case of tests/contract/test_contract.py (valid, invalid, nulls, junk), hand-picked edge
 cases for the Spark side (trailing data, duplicate keys, nesting depth, number spellings, repr of
 odd strings and floats), simulator events (compact and pretty-printed) and seeded mutations of all
 of these (values swapped, keys dropped or added, bytes cut or inserted). Every record goes through
@@ -37,7 +37,7 @@ from replimon.streaming.validate import (
     contract_schema,
     split_events,
 )
-from tests.test_contract import BASES, INVALID, JUNK, NULLS, VALID, wire
+from tests.support.contract_cases import BASES, INVALID, JUNK, NULLS, VALID, wire
 
 TOPIC_OF = {t: topic for topic, t in DEFAULT_TOPIC_TYPES.items()}
 KAFKA_SCHEMA = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"

@@ -21,32 +21,9 @@ import pytest
 
 from replimon.replay.diff import RunDiff, diff_runs
 from replimon.streaming.sinks.postgres import ms_from_ts
+from tests.support import copy_run, delete_run
 
 pytestmark = [pytest.mark.broker, pytest.mark.postgres, pytest.mark.timeout(900)]
-
-RUN_TABLES = ("alerts", "group_state", "node_state", "group_timeseries", "node_timeseries",
-              "dead_letters", "pipeline_metrics", "pipeline_batches", "dq_results", "replay_runs")
-
-
-def copy_run(dsn: str, run: str, new: str) -> None:
-    """Every row of ``run`` again under run id ``new`` (committed: the code under test reads
-    through its own connection)."""
-    with psycopg.connect(dsn) as conn:
-        for table in RUN_TABLES:
-            cols = [r[0] for r in conn.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = %s"
-                " AND table_schema = current_schema() ORDER BY ordinal_position", (table,))]
-            exprs = ", ".join("%(new)s" if c == "run_id" else f'"{c}"' for c in cols)
-            names = ", ".join(f'"{c}"' for c in cols)
-            conn.execute(f"INSERT INTO {table} ({names}) SELECT {exprs} FROM {table}"
-                         " WHERE run_id = %(run)s", {"new": new, "run": run})
-
-
-def delete_run(dsn: str, run: str) -> None:
-    with psycopg.connect(dsn) as conn:
-        for table in RUN_TABLES:
-            conn.execute(f"DELETE FROM {table} WHERE run_id = %s", (run,))
-
 
 @pytest.fixture
 def scratch_runs(e2e: Any) -> Iterator[list[str]]:

@@ -35,14 +35,12 @@ from typing import Any
 
 import psycopg
 import pytest
-import yaml
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from replimon.config import load_settings
 from replimon.core.limits import Limits
 from replimon.core.monitor import Monitor
 from replimon.producers.simulator import SimOptions, Simulator, parse_injection
-from tests.test_job import publish
+from tests.support import eventually, headers, job_config, publish, read_topic
 
 pytestmark = [pytest.mark.broker, pytest.mark.postgres, pytest.mark.timeout(900)]
 
@@ -61,54 +59,6 @@ JOB_TIMEOUT_S = 420  # generous: the machine is shared with other Spark jobs
 
 
 # -- helpers shared with test_live_check ---------------------------------------------------------
-def job_config(broker: Any, postgres: Any, prefix: str, tmp_path: Path,
-               thresholds: dict[str, Any] | None = None,
-               streaming: dict[str, Any] | None = None,
-               quality: dict[str, Any] | None = None) -> tuple[Path, Any]:
-    """A config file for a job on this test's own topics (1 s trigger); returns (path, settings)."""
-    topics = {n: f"{prefix}{n}" for n in
-              ("decisions", "executions", "heartbeats", "config", "alerts", "state", "dead_letters")}
-    cfg = {"kafka": {"bootstrap_servers": broker.bootstrap_servers, "topics": topics},
-           "postgres": {"dsn": postgres.dsn},
-           "paths": {"checkpoint_dir": str(tmp_path / "ckpt"), "data_dir": str(tmp_path / "data")},
-           "streaming": {"trigger_interval_s": 1, **(streaming or {})}, "thresholds": thresholds or {},
-           "quality": quality or {}}
-    path = tmp_path / "replimon.yaml"
-    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
-    settings = load_settings(path)
-    broker.create_topics(list(settings.kafka.topics.all), settings.kafka.partitions)
-    return path, settings
-
-
-def read_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> list[Any]:
-    """Every record of ``topic`` (all partitions, to the true end), in partition/offset order."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
-                  "enable.auto.commit": False, "enable.partition.eof": True,
-                  "isolation.level": "read_uncommitted", "fetch.wait.max.ms": 50})
-    try:
-        parts = sorted(c.list_topics(topic, timeout=timeout).topics[topic].partitions)
-        c.assign([TopicPartition(topic, p, 0) for p in parts])
-        out: list[Any] = []
-        eof: set[int | None] = set()
-        deadline = time.monotonic() + timeout
-        while len(eof) < len(parts):
-            assert time.monotonic() < deadline, f"{topic}: no end of partition within {timeout} s"
-            for m in c.consume(1000, 0.1):
-                err = m.error()
-                if err is None:
-                    out.append(m)
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
-                else:
-                    raise AssertionError(err)
-        out.sort(key=lambda m: (m.partition(), m.offset()))
-        return out
-    finally:
-        c.close()
-
-
-def headers(msg: Any) -> dict[str, str]:
-    return {k: v.decode() for k, v in (msg.headers() or [])}
 
 
 def simulate(seconds: int, faults: tuple[str, ...], start_ms: int, seed: int = 4) -> list[dict[str, Any]]:
@@ -246,13 +196,13 @@ class Feeder:
 
 
 def wait_for(what: str, cond: Any, job: Job, tick: Any = None, timeout: float = JOB_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
+    def check() -> Any:
         assert job.alive(), f"the job died while waiting for {what}:\n{job.tail()}"
-        assert time.monotonic() < deadline, f"no {what} within {timeout} s:\n{job.tail()}"
         if tick is not None:
             tick()
-        time.sleep(0.1)
+        return cond()
+
+    eventually(check, timeout=timeout, what=lambda: f"{what} (job log:\n{job.tail()})")
 
 
 def checkpoint_batches(ckpt: Path, log: str) -> list[int]:

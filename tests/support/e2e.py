@@ -1,7 +1,7 @@
 """The end-to-end run (issue 4, item 9) shared by the tests that need a PostgreSQL filled by
-the real pipeline: ``tests/test_e2e.py`` checks its verdicts, the dashboard and alert-rule tests
+the real pipeline: ``tests/streaming/test_e2e.py`` checks its verdicts, the dashboard and alert-rule tests
 (issue 5) run their SQL against its tables. ``conftest.py`` runs it once per session (fixture
-``e2e``). Why the trace looks as it does: ``tests/test_e2e.py``'s docstring."""
+``e2e``). Why the trace looks as it does: ``tests/streaming/test_e2e.py``'s docstring."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from replimon.core.limits import Limits
 from replimon.producers.simulator import CATALOGUE, SimOptions, Simulator, parse_injection
-from tests.test_job import publish, replay, settings_for
-from tests.test_recovery import read_topic
+from tests.support import publish, read_topic, replay, settings_for
 
 FAULTS = sorted(CATALOGUE)
 CLEAN = 4  # groups with no fault at all

@@ -27,7 +27,7 @@ import yaml
 from replimon.core import alerts
 from replimon.dashboards import alerting, common
 from replimon.dashboards.macros import TimeRange, expand
-from tests.e2e_run import E2E
+from tests.support.e2e import E2E
 
 PROVISIONING = {rel: common.HERE / rel for rel in alerting.rules_files()}
 

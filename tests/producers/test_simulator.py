@@ -1,6 +1,6 @@
 """The simulator: reproducible to the byte, contract-valid, clean when clean, one alert per fault.
 
-``trace_check`` is a batch reference checker (tests/trace_check.py): it names the SPEC section 5
+``trace_check`` is a batch reference checker (tests/support/trace_check.py): it names the SPEC section 5
 conditions a whole trace contains. A clean run must contain none; each catalogued fault must
 contain exactly the alert kind the catalogue promises.
 """
@@ -24,7 +24,7 @@ from replimon.producers.simulator import (
     parse_duration_ms,
     parse_injection,
 )
-from tests.trace_check import check
+from tests.support.trace_check import check
 
 
 def run(duration_ms: int = 60_000, faults: tuple[str, ...] = (), **opts: Any) -> list[dict[str, Any]]:

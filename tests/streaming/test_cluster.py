@@ -35,11 +35,11 @@ import yaml
 
 from replimon.core.monitor import Monitor
 from replimon.embedded import free_port
-from tests.test_job import publish, settings_for, simulate
+from tests.support import eventually, publish, settings_for, simulate
 
 pytestmark = [pytest.mark.slow, pytest.mark.broker, pytest.mark.postgres]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
 WORKERS = 2
 
@@ -83,18 +83,15 @@ def master_json(webui_port: int) -> dict[str, Any]:
 
 
 def wait_for(what: str, check: Any, timeout: float, procs: list[subprocess.Popen[bytes]]) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def alive_and(check: Any = check) -> Any:
         dead = [p.args for p in procs if p.poll() is not None]
         assert not dead, f"exited while waiting for {what}: {dead}"
         try:
-            value = check()
+            return check()
         except OSError:
-            value = None
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
+            return None
+
+    return eventually(alive_and, timeout=timeout, interval=0.5, what=what)
 
 
 class Standalone:
