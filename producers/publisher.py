@@ -44,7 +44,7 @@ from confluent_kafka import Producer as _KafkaProducer
 from pydantic import BaseModel, ValidationError
 
 from replimon.config import Producer, Topics
-from replimon.contract import Execution, Invalid, parse_event
+from replimon.contract import Execution, Invalid, decode_event
 from replimon.contract.parse import reason_of
 
 if TYPE_CHECKING:
@@ -519,9 +519,9 @@ class NodePublisher:
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"{event_type} event is not JSON: {exc}") from None
             # Validate the exact bytes that will go out, with the monitor's own parser.
-            parsed = parse_event(wire)
-            if isinstance(parsed, Invalid):
-                raise ValueError(f"invalid {event_type} event: {parsed.reason}")
+            verdict = decode_event(wire)
+            if isinstance(verdict, Invalid):
+                raise ValueError(f"invalid {event_type} event: {verdict.reason}")
             self.publisher.send_raw(
                 self.publisher.topics.for_event_type(event_type),
                 self.group.encode("utf-8"),

@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from replimon.contract import Invalid, parse_event
-from replimon.contract.parse import event_to_dict
+from replimon.contract import Invalid, decode_event
 from replimon.core.alerts import CRITICAL, FIRING, INFO, VIOLATION, WARNING, Alert
 from replimon.core.limits import Limits
 from replimon.core.monitor import Monitor
@@ -81,11 +80,11 @@ def check(
 
     def events() -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
         for name, n, raw in sources:
-            parsed = parse_event(raw)
-            if isinstance(parsed, Invalid):
-                result.bad.append(BadLine(name, n, parsed.reason))
+            event = decode_event(raw)
+            if isinstance(event, Invalid):
+                result.bad.append(BadLine(name, n, event.reason))
                 continue
-            yield event_to_dict(parsed), {"file": name, "line": n}
+            yield event, {"file": name, "line": n}
 
     stream: Iterable[tuple[dict[str, Any], dict[str, Any]]] = events()
     if sort_by_time:

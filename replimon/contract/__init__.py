@@ -1,4 +1,4 @@
-"""Event contract v1 (SPEC section 3): models, parser, JSON Schema."""
+"""Event contract v1 (docs/contract.md): models, parser, JSON Schema."""
 
 from replimon.contract.models import (
     ConfigCommand,
@@ -10,7 +10,14 @@ from replimon.contract.models import (
     NodeRef,
     View,
 )
-from replimon.contract.parse import AnyEvent, Invalid, event_to_dict, json_schema, parse_event
+from replimon.contract.parse import (
+    AnyEvent,
+    Invalid,
+    decode_event,
+    event_to_dict,
+    json_schema,
+    parse_event,
+)
 
 __all__ = [
     "AnyEvent",
@@ -23,6 +30,7 @@ __all__ = [
     "Member",
     "NodeRef",
     "View",
+    "decode_event",
     "event_to_dict",
     "json_schema",
     "parse_event",

@@ -1,5 +1,14 @@
 """Turn raw message bytes into an event or a reason; never raise on bad input.
 
+Two entry points, one verdict:
+
+* ``decode_event(raw)``: the event as the plain dict its JSON says (what the monitor takes), or
+  :class:`Invalid`. This is the pipeline's one parse: the bytes are decoded once, checked by the
+  fast acceptance check (``fast.py``), and only what that check does not vouch for goes through
+  the strict models, which decide and word the reason. The dict is exactly the JSON object sent
+  (no defaults filled in).
+* ``parse_event(raw)``: the typed, frozen model (the models are the contract's definition).
+
 The reason is one line that names the field (``instance: must be >= 0 (got -1)``) so a dead-letter
 row tells the integration team what to fix.
 """
@@ -13,6 +22,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from replimon.contract.fast import accepts
 from replimon.contract.models import (
     EVENT_TYPES,
     ConfigReport,
@@ -25,6 +35,7 @@ from replimon.contract.models import (
 AnyEvent = Decision | Execution | Heartbeat | ConfigReport
 
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
+_loads = json.loads
 _MAX_BYTES = 1 << 20
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "conf" / "schemas" / "event-v1.schema.json"
 
@@ -71,8 +82,8 @@ def reason_of(exc: ValidationError) -> str:
     return _describe(errs[0]) + more
 
 
-def parse_event(raw: bytes | str | None) -> AnyEvent | Invalid:
-    """Parse one message value. Returns the typed event, or :class:`Invalid` with the reason."""
+def _guard(raw: bytes | str | None) -> Invalid | None:
+    """The checks before any JSON: a null value, the size limit, UTF-8."""
     if raw is None:
         return Invalid("empty message (null value)")
     if len(raw) > _MAX_BYTES:
@@ -82,6 +93,33 @@ def parse_event(raw: bytes | str | None) -> AnyEvent | Invalid:
             raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             return Invalid(f"not UTF-8: invalid byte at position {exc.start}")
+    return None
+
+
+def decode_event(raw: bytes | str | None) -> dict[str, Any] | Invalid:
+    """Decode one message value once: the event's JSON object as a dict, or :class:`Invalid` with
+    the same reason ``parse_event`` gives (module docstring)."""
+    obj: Any = None
+    if raw is not None and len(raw) <= _MAX_BYTES:
+        try:
+            # Decoded first: json.loads would take bytes with a byte-order mark, the models do not.
+            obj = _loads(raw.decode() if isinstance(raw, bytes) else raw)
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            obj = None  # the models word the reason (or the UTF-8 guard does)
+        if accepts(obj):
+            return obj
+    verdict = parse_event(raw)
+    if isinstance(verdict, Invalid):
+        return verdict
+    # The models accept what the fast check did not vouch for: the object as sent.
+    return obj if isinstance(obj, dict) else verdict.model_dump(mode="json", exclude_unset=True)
+
+
+def parse_event(raw: bytes | str | None) -> AnyEvent | Invalid:
+    """Parse one message value. Returns the typed event, or :class:`Invalid` with the reason."""
+    bad = _guard(raw)
+    if bad is not None or raw is None:
+        return bad or Invalid("empty message (null value)")
     try:
         return _ADAPTER.validate_json(raw)
     except ValidationError as exc:

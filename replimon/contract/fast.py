@@ -1,0 +1,167 @@
+"""A fast acceptance check for contract v1 over the decoded JSON object (plain Python, no models).
+
+``accepts(obj)`` answers True only for an object the strict models (``models.py``) accept; for
+anything unusual it answers False and the caller asks the models, which give the verdict and the
+one-line reason. So the models stay the single definition of the contract (and of the reasons in
+the dead letters), and this check only has to be *sound*: never True where the models say no.
+``tests/contract/test_fast.py`` checks that over the contract's cases, simulator events and
+random mutations, and that every simulator event takes the fast path.
+
+It exists for speed: validating a decoded dict with the models costs several microseconds per
+event, about as much as the rest of the monitor; these checks cost about one.
+
+Where it is deliberately narrower than the models (False, so the models decide): a free-text
+field (``version``, ``reason``) that is not ASCII; anything ``None`` (the models refuse null).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from replimon.contract.models import CONFIG_OPS, DECISION_KINDS, INT64_MAX, STATUSES
+
+_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}").fullmatch
+_DIGEST = re.compile(r"[0-9a-fA-F]{1,128}").fullmatch
+
+_ENVELOPE = frozenset(("v", "type", "group", "node", "ts_ms", "seq", "incarnation"))
+_KEYS = {
+    "decision": (_ENVELOPE | {"instance", "proposer", "kind"},
+                 frozenset(("count", "digest", "window_base", "config"))),
+    "execution": (_ENVELOPE | {"executed"}, frozenset()),
+    "heartbeat": (_ENVELOPE | {"executed", "decided", "protocol", "status"},
+                  frozenset(("view", "cache_size", "suspects", "version"))),
+    "config": (_ENVELOPE | {"instance", "outcome"},
+               frozenset(("start", "event_horizon", "members", "reason"))),
+}
+_ALLOWED = {t: required | optional for t, (required, optional) in _KEYS.items()}
+_KINDS = frozenset(DECISION_KINDS)
+_OPS = frozenset(CONFIG_OPS)
+_STATUSES = frozenset(STATUSES)
+_MEMBER_KEYS = frozenset(("id", "protocol"))
+_VIEW_KEYS = frozenset(("start", "event_horizon", "members"))
+_COMMAND_KEYS = frozenset(("op", "nodes", "event_horizon"))
+
+
+def _nonneg(x: Any) -> bool:
+    return type(x) is int and 0 <= x <= INT64_MAX
+
+
+def _id(x: Any) -> bool:
+    return type(x) is str and _ID(x) is not None
+
+
+def _text(x: Any, most: int) -> bool:
+    return type(x) is str and 1 <= len(x) <= most and x.isascii()
+
+
+def _members(x: Any) -> bool:
+    """A non-empty list of ``{id, protocol}`` naming no node twice."""
+    if type(x) is not list or not x:
+        return False
+    seen = set()
+    for m in x:
+        if type(m) is not dict or m.keys() != _MEMBER_KEYS or not _id(m["id"]) or not _nonneg(m["protocol"]):
+            return False
+        seen.add(m["id"])
+    return len(seen) == len(x)
+
+
+def _command(c: Any) -> bool:
+    if type(c) is not dict or "op" not in c or not c.keys() <= _COMMAND_KEYS:
+        return False
+    op = c["op"]
+    if type(op) is not str or op not in _OPS:
+        return False
+    if op == "set_event_horizon":
+        return "nodes" not in c and "event_horizon" in c and _nonneg(c["event_horizon"])
+    if "event_horizon" in c and (op != "boot" or not _nonneg(c["event_horizon"])):
+        return False
+    nodes = c.get("nodes")
+    if type(nodes) is not list or not nodes:
+        return False
+    need_protocol = op != "remove_nodes"
+    seen = set()
+    for n in nodes:
+        if type(n) is not dict or "id" not in n or not n.keys() <= _MEMBER_KEYS or not _id(n["id"]):
+            return False
+        if "protocol" in n:
+            if not _nonneg(n["protocol"]):
+                return False
+        elif need_protocol:
+            return False
+        seen.add(n["id"])
+    return len(seen) == len(nodes)
+
+
+def _decision(e: dict[str, Any]) -> bool:
+    instance, count = e["instance"], e.get("count", 1)
+    if not (_nonneg(instance) and type(count) is int and 1 <= count <= INT64_MAX
+            and instance + count - 1 <= INT64_MAX and _id(e["proposer"])):
+        return False
+    kind = e["kind"]
+    if type(kind) is not str or kind not in _KINDS:
+        return False
+    if "digest" in e and (count != 1 or type(e["digest"]) is not str or _DIGEST(e["digest"]) is None):
+        return False
+    if "window_base" in e and (e["node"] != e["proposer"] or not _nonneg(e["window_base"])):
+        return False
+    if kind == "config":
+        return count == 1 and "config" in e and _command(e["config"])
+    return "config" not in e
+
+
+def _heartbeat(e: dict[str, Any]) -> bool:
+    if not (_nonneg(e["executed"]) and _nonneg(e["decided"]) and _nonneg(e["protocol"])):
+        return False
+    status = e["status"]
+    if type(status) is not str or status not in _STATUSES:
+        return False
+    if "view" in e:
+        v = e["view"]
+        if (type(v) is not dict or v.keys() != _VIEW_KEYS or not _nonneg(v["start"])
+                or not _nonneg(v["event_horizon"]) or not _members(v["members"])):
+            return False
+    if "cache_size" in e and not _nonneg(e["cache_size"]):
+        return False
+    if "suspects" in e:
+        s = e["suspects"]
+        if type(s) is not list or not all(_id(x) for x in s):
+            return False
+    return "version" not in e or _text(e["version"], 64)
+
+
+def _report(e: dict[str, Any]) -> bool:
+    if not _nonneg(e["instance"]):
+        return False
+    outcome = e["outcome"]
+    if outcome == "installed":
+        return ("reason" not in e and "start" in e and _nonneg(e["start"]) and "event_horizon" in e
+                and _nonneg(e["event_horizon"]) and "members" in e and _members(e["members"]))
+    if outcome == "refused":
+        return ("start" not in e and "event_horizon" not in e and "members" not in e
+                and "reason" in e and _text(e["reason"], 256))
+    return False
+
+
+_BODY = {"decision": _decision, "execution": lambda e: _nonneg(e["executed"]),
+         "heartbeat": _heartbeat, "config": _report}
+
+
+def accepts(obj: Any) -> bool:
+    """True only if contract v1's models accept ``obj`` (a decoded JSON value); False means
+    "ask the models", not "invalid"."""
+    if type(obj) is not dict:
+        return False
+    t = obj.get("type")
+    if type(t) is not str or t not in _KEYS:
+        return False
+    if not _KEYS[t][0] <= obj.keys() or not obj.keys() <= _ALLOWED[t]:
+        return False
+    v = obj["v"]
+    if type(v) is not int or v != 1:
+        return False
+    if not (_id(obj["group"]) and _id(obj["node"]) and _nonneg(obj["ts_ms"]) and _nonneg(obj["seq"])
+            and _nonneg(obj["incarnation"])):
+        return False
+    return bool(_BODY[t](obj))
