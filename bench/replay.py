@@ -61,8 +61,8 @@ def main() -> None:
     from replimon.config import load_settings
     from replimon.embedded import EmbeddedBroker, EmbeddedPostgres
     from replimon.producers.simulator import SimOptions, Simulator
-    from replimon.replay.run import replay
     from replimon.streaming.processor import REPLAY
+    from replimon.streaming.replay import replay
     from replimon.streaming.runner import start_query
     from replimon.streaming.session import get_session
     from replimon.streaming.sinks.postgres import PostgresSink

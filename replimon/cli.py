@@ -281,8 +281,8 @@ def replay(
     import logging
 
     from replimon.replay import iso
-    from replimon.replay.run import replay as run_replay
     from replimon.replay.window import ReplayError
+    from replimon.streaming.replay import replay as run_replay
 
     if api not in ("row", "pandas"):
         raise fail(f"replay: --api must be row or pandas (got {api!r})")

@@ -133,7 +133,6 @@ class Streaming(_Section):
     shuffle_partitions: int = Field(2, ge=1, le=10_000)
     max_offsets_per_trigger: int = Field(200_000, ge=1)
     source_format: str = Field("replimon-kafka", pattern="^(replimon-kafka|kafka)$")
-    validator: str = Field("arrow", pattern="^(arrow|sql)$", description="contract validation: arrow (parse_event in the Python workers, fast) or sql (Spark expressions only)")
     source_partitions: int = Field(0, ge=0, le=10_000, description="Spark tasks that read a micro-batch from Kafka (0: Spark's default parallelism)")
     state_buckets: int = Field(64, ge=1, le=1_000_000, description="groups share this many state keys (pinned in a checkpoint)")
     replay_checkpoint_s: float = Field(60.0, ge=0, description="each group's whole state goes to monitor.state as a checkpoint record when its event time crosses a multiple of this (replays start from them; 0: never)")

@@ -1,8 +1,8 @@
-"""The streaming job: Kafka -> validate (dead letters) -> per-group monitor -> sinks.
+"""The streaming job's DataFrame graph: Kafka -> decode (dead letters) -> per-group monitor.
 
-``read_source`` gives the four replica topics as a stream; ``build`` wires the DataFrame graph
-from them to one DataFrame of output rows (alerts, group states, dead letters), which
-``replimon.streaming.writer.BatchWriter`` sends on from ``foreachBatch``.
+``read_source`` gives the four replica topics as a stream; ``build`` wires the graph from them to
+one DataFrame of output rows (``rows.py``: alerts, group states, checkpoints, dead letters), which
+``replimon.streaming.writer.BatchWriter`` hands to the sinks from ``foreachBatch``.
 """
 
 from __future__ import annotations
@@ -10,13 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from replimon.core.limits import Limits
+from replimon.streaming.decode import decode
 from replimon.streaming.processor import (
+    INPUT_COLUMNS,
     LIVE,
-    OUTPUT_SCHEMA,
     REPLAY,
     pandas_processor,
     row_processor,
 )
+from replimon.streaming.rows import OUTPUT_SCHEMA
 
 QUERY_NAME = "replimon_monitor_v1"  # stable: the checkpoint belongs to it
 
@@ -54,8 +56,9 @@ def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: st
           only_groups: frozenset[str] | None = None) -> Any:
     """raw Kafka rows -> one DataFrame of output rows (alerts, group states, dead letters).
 
-    One pass: validation packs each Arrow batch into one row per group (and one of dead letters,
-    keyed ``DEAD_KEY``), all through the stateful operator, which passes dead letters on untouched.
+    One pass: the decode stage packs each Arrow batch into one row per group (and one of dead
+    letters, keyed ``DEAD_KEY``), all through the stateful operator, which passes dead letters on
+    untouched.
     In replay the watermark is taken on the packed rows' latest event time and that column is
     dropped before the operator: Spark then has no input column to drop "late" rows by (it would
     silently drop events older than the watermark: a topic read behind the others), while the
@@ -69,21 +72,12 @@ def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: st
 
     limits = Limits.from_settings(settings)
     buckets = settings.streaming.state_buckets
-    if settings.streaming.validator == "sql":
-        from replimon.streaming.validate import pack_events as sql_pack
-
-        if only_groups:
-            raise ValueError("streaming.validator sql cannot replay selected groups: use arrow")
-        packed = sql_pack(raw, topic_types(settings), buckets)  # no clock rows: see docs/streaming.md
-    else:
-        from replimon.streaming.validate_arrow import pack_events
-
-        packed = pack_events(raw, topic_types(settings), buckets, clock=time_mode == LIVE, only=only_groups)
+    packed = decode(raw, topic_types(settings), buckets, clock=time_mode == LIVE, only=only_groups)
     if time_mode == REPLAY:
         skew_s = max(1, int(round(limits.skew_ms / 1000)))
         packed = (packed.withColumn("event_time", F.timestamp_millis(F.col("event_ms")))
                   .withWatermark("event_time", f"{skew_s} seconds"))
-    grouped = packed.select("bucket", "group", "events").groupBy("bucket")
+    grouped = packed.select(*INPUT_COLUMNS).groupBy("bucket")
     options = {"checkpoint_ms": int(settings.streaming.replay_checkpoint_s * 1000), "floors": floors}
     start = None if initial is None else initial.groupBy("bucket")
     if api == "pandas":

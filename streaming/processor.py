@@ -7,9 +7,10 @@ next timers, one line a group, the time of the bucket's registered timer, the bu
 is pinned in the checkpoint, and the input clock of its last batch; the name changes when the
 shape does) and at most one timer.
 
-Input rows are packs (``replimon.streaming.validate_arrow.pack_events``): a group and a JSON array
-of its events ``{"t": topic, "p": partition, "o": offset, "e": event}``. Rows of ``DEAD_BUCKET``
-carry dead letters instead, which pass through as ``dead`` output rows without touching state.
+Input rows are the decode stage's packed rows (``rows.py``): a group and its decoded events
+(topic, partition, offset, event dict), decoded once upstream and unpacked here without parsing
+JSON again. Rows of ``DEAD_BUCKET`` carry dead letters instead, which pass through as ``dead``
+output rows without touching state; clock rows carry the batch's latest event time.
 
 Replays (``docs/replay.md``): a group whose event-time clock crosses a multiple of
 ``checkpoint_ms`` also emits a ``checkpoint`` row (its whole state), which the writer sends to
@@ -48,12 +49,21 @@ from typing import Any
 from replimon.core.alerts import Alert
 from replimon.core.limits import Limits
 from replimon.core.monitor import GroupMonitor
-from replimon.streaming.validate_arrow import CLOCK_KEY, DEAD_BUCKET
+from replimon.streaming.rows import (
+    ALERT,
+    CHECKPOINT,
+    CLOCK_KEY,
+    DEAD,
+    DEAD_BUCKET,
+    OUTPUT_COLUMNS,
+    STATE,
+    dead_id,
+    unpack,
+)
 
 STATE_NAME = "monitor_v5"
 STATE_SCHEMA = "groups STRING, timer LONG, buckets INT, clock_batch LONG, clock LONG"
-INPUT_COLUMNS = ("bucket", "group", "events")
-OUTPUT_SCHEMA = "out STRING, group_id STRING, id STRING, status STRING, ts_ms LONG, payload STRING"
+INPUT_COLUMNS = ("bucket", "group", "items")
 LIVE, REPLAY = "ProcessingTime", "EventTime"
 DEFAULT_BUCKETS = 64
 
@@ -87,19 +97,20 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _order(item: dict[str, Any]) -> tuple[Any, ...]:
-    e = item["e"]
-    return (e["ts_ms"], e["node"], e["incarnation"], e["seq"], item["t"], item["p"], item["o"])
+Item = tuple[str, int, int, dict[str, Any]]  # topic, partition, offset, event
 
 
-def dead_rows(packs: Iterable[str]) -> list[tuple[Any, ...]]:
-    """Dead letters, as the writer takes them (``payload``: topic, partition, offset, raw_b64,
-    reason, kafka_ts)."""
+def _order(item: Item) -> tuple[Any, ...]:
+    e = item[3]
+    return (e["ts_ms"], e["node"], e["incarnation"], e["seq"], item[0], item[1], item[2])
+
+
+def dead_rows(packs: Iterable[bytes]) -> list[tuple[Any, ...]]:
+    """Dead letters as output rows (``rows.py``): where they were read, the reason, the raw bytes."""
     out: list[tuple[Any, ...]] = []
-    for text in packs:
-        for d in json.loads(text):
-            out.append(("dead", None, f"{d['topic']}:{d['partition']}:{d['offset']}", None,
-                        d.get("kafka_ts"), _dumps(d)))
+    for data in packs:
+        for topic, partition, offset, raw, reason, kafka_ts in unpack(data):
+            out.append((DEAD, None, dead_id(topic, partition, offset), None, kafka_ts, reason, raw))
     return out
 
 
@@ -171,21 +182,20 @@ class MonitorLogic:
         return p > 0 and after >= 0 and (before < 0 or after // p > before // p)
 
     # -- the core ---------------------------------------------------------------------------------
-    def feed(self, gm: GroupMonitor, packs: Iterable[str], now: int, floors: str = "") -> list[Alert]:
-        """``packs``: JSON arrays of ``{"t", "p", "o", "e"}`` items; with ``floors``, the items
-        below them are already in the group's state and skipped."""
-        items: list[dict[str, Any]] = []
-        for text in packs:
-            items.extend(json.loads(text))
+    def feed(self, gm: GroupMonitor, packs: Iterable[bytes], now: int, floors: str = "") -> list[Alert]:
+        """``packs``: the group's packed events; with ``floors``, the events below them are already
+        in the group's state and skipped."""
+        items: list[Item] = []
+        for data in packs:
+            items.extend(unpack(data))
         if floors:
             below = json.loads(floors)
-            items = [i for i in items if i["o"] >= below.get(i["t"], {}).get(str(i["p"]), 0)]
+            items = [i for i in items if i[2] >= below.get(i[0], {}).get(str(i[1]), 0)]
         items.sort(key=_order)
         out: list[Alert] = []
         live_now = now if self.time_mode == LIVE else None
         on_event, clock = gm.on_event, gm.clock
-        for item in items:
-            e = item["e"]
+        for topic, partition, offset, e in items:
             ts = e["ts_ms"]
             if ts > clock:
                 # The group's own event time is an outside clock too, as in ``Monitor.process``:
@@ -195,7 +205,7 @@ class MonitorLogic:
                 when = gm.next_timer()
                 if when is not None and when <= ts:
                     out.extend(gm.on_timer(ts))
-            out.extend(on_event(e, {"topic": item["t"], "partition": item["p"], "offset": item["o"]}, live_now))
+            out.extend(on_event(e, {"topic": topic, "partition": partition, "offset": offset}, live_now))
         return out
 
     def due(self, gm: GroupMonitor, now: int) -> list[Alert]:
@@ -228,16 +238,16 @@ class MonitorLogic:
         return want
 
     # -- one bucket per call ----------------------------------------------------------------------
-    def on_rows(self, handle: Any, state: Any, rows: Iterable[tuple[str, str]], now: int) -> list[tuple[Any, ...]]:
-        """``rows``: (group, pack) of one bucket in one micro-batch, and clock rows
+    def on_rows(self, handle: Any, state: Any, rows: Iterable[tuple[str, bytes]], now: int) -> list[tuple[Any, ...]]:
+        """``rows``: (group, packed events) of one bucket in one micro-batch, and clock rows
         (``CLOCK_KEY``, latest event time read)."""
-        by_group: dict[str, list[str]] = {}
+        by_group: dict[str, list[bytes]] = {}
         read = -1
-        for group, pack in rows:
+        for group, items in rows:
             if group == CLOCK_KEY:
-                read = max(read, int(pack))
+                read = max(read, unpack(items))
             else:
-                by_group.setdefault(group, []).append(pack)
+                by_group.setdefault(group, []).append(items)
         if not by_group:
             return self._clock_only(state, now, read)
         groups, timer, _ = self.load(state)
@@ -256,7 +266,7 @@ class MonitorLogic:
             self.keep(groups, gm)
             out.extend(self.rows(gm, alerts, snapshot=True))
             if self.crossed(before, gm.clock):
-                out.append(("checkpoint", gm.group, gm.group, None, gm.clock, groups[gm.group][0]))
+                out.append((CHECKPOINT, gm.group, gm.group, None, gm.clock, groups[gm.group][0], None))
         # A registered timer at or before ``now`` fires after this data (Spark's order) and is
         # re-armed there; it counts as registered until then.
         timer = self.arm(handle, groups, now, timer)
@@ -308,10 +318,10 @@ class MonitorLogic:
     def rows(gm: GroupMonitor, alerts: list[Alert], snapshot: bool) -> list[tuple[Any, ...]]:
         group = gm.group
         out: list[tuple[Any, ...]] = [
-            ("alert", group, a.alert_id, a.status, a.event_ts_ms, _dumps(a.to_dict())) for a in alerts
+            (ALERT, group, a.alert_id, a.status, a.event_ts_ms, _dumps(a.to_dict()), None) for a in alerts
         ]
         if snapshot:
-            out.append(("state", group, group, None, gm.clock, _dumps(gm.snapshot())))
+            out.append((STATE, group, group, None, gm.clock, _dumps(gm.snapshot()), None))
         return out
 
 
@@ -328,7 +338,7 @@ class _Common:
         self.handle = handle
         self.state = handle.getValueState(STATE_NAME, STATE_SCHEMA)
 
-    def _on_rows(self, key: Any, rows: list[tuple[str, str]], timer_values: Any) -> list[tuple[Any, ...]]:
+    def _on_rows(self, key: Any, rows: list[tuple[str, bytes]], timer_values: Any) -> list[tuple[Any, ...]]:
         if key[0] == DEAD_BUCKET:
             return dead_rows(pack for _, pack in rows)
         logic = self.logic
@@ -360,12 +370,12 @@ def row_processor(limits: Limits, time_mode: str = LIVE, buckets: int = DEFAULT_
             self._on_initial(key, [(initialState.group, initialState.state, initialState.floors)], timerValues)
 
         def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:  # noqa: N802, N803
-            for t in self._on_rows(key, [(r.group, r.events) for r in rows], timerValues):
-                yield Row(out=t[0], group_id=t[1], id=t[2], status=t[3], ts_ms=t[4], payload=t[5])
+            for t in self._on_rows(key, [(r.group, r.items) for r in rows], timerValues):
+                yield Row(**dict(zip(OUTPUT_COLUMNS, t, strict=True)))
 
         def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:  # noqa: N802, N803
             for t in self._on_timer(key, timerValues):
-                yield Row(out=t[0], group_id=t[1], id=t[2], status=t[3], ts_ms=t[4], payload=t[5])
+                yield Row(**dict(zip(OUTPUT_COLUMNS, t, strict=True)))
 
     return MonitorProcessor()
 
@@ -375,7 +385,7 @@ def pandas_processor(limits: Limits, time_mode: str = LIVE, buckets: int = DEFAU
     import pandas as pd
 
     base = _processor_base()
-    columns = ["out", "group_id", "id", "status", "ts_ms", "payload"]
+    columns = list(OUTPUT_COLUMNS)
 
     def frame(rows: list[tuple[Any, ...]]) -> Any:
         return pd.DataFrame(rows, columns=columns)
@@ -389,9 +399,9 @@ def pandas_processor(limits: Limits, time_mode: str = LIVE, buckets: int = DEFAU
             self._on_initial(key, rows, timerValues)
 
         def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:  # noqa: N802, N803
-            data: list[tuple[str, str]] = []
+            data: list[tuple[str, bytes]] = []
             for pdf in rows:
-                data.extend(zip(pdf["group"], pdf["events"], strict=True))
+                data.extend(zip(pdf["group"], pdf["items"], strict=True))
             out = self._on_rows(key, data, timerValues)
             if out:
                 yield frame(out)

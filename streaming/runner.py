@@ -13,9 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from replimon.streaming.checkpoint import Checkpoint
 from replimon.streaming.job import QUERY_NAME, build, read_source
 from replimon.streaming.processor import LIVE, REPLAY
-from replimon.streaming.writer import BatchResult, BatchWriter
+from replimon.streaming.sinks.base import BatchResult, Sink
+from replimon.streaming.writer import BatchWriter
 
 log = logging.getLogger("replimon.run")
 
@@ -99,8 +101,8 @@ def start_query(spark: Any, settings: Any, *, run_id: str = "live", time_mode: s
     raw = read_source(spark, settings, starting=starting, ending=ending, max_offsets=max_offsets)
     out = build(spark, raw, settings, time_mode=time_mode, api=api, **build_options)
     ckpt = Path(checkpoint) if checkpoint else Path(settings.paths.checkpoint_dir) / run_id
-    writer = BatchWriter(settings, run_id, pg=pg, kafka=kafka_out, observers=observers, checkpoint=str(ckpt),
-                         window_start_ms=window_start_ms)
+    writer = make_writer(settings, run_id, Checkpoint(str(ckpt)), pg=pg, kafka_out=kafka_out,
+                         observers=observers or (), window_start_ms=window_start_ms)
     ckpt.mkdir(parents=True, exist_ok=True)
     name = f"{QUERY_NAME}_{run_id}".replace("-", "_")
     if pg is not None and metrics_listener:
@@ -113,6 +115,33 @@ def start_query(spark: Any, settings: Any, *, run_id: str = "live", time_mode: s
     else:
         stream = stream.trigger(processingTime=f"{trigger_s or settings.streaming.trigger_interval_s} seconds")
     return stream.start()
+
+
+def make_writer(settings: Any, run_id: str, checkpoint: Checkpoint | None, *, pg: Any = None,
+                kafka_out: bool = True, observers: Any = (), window_start_ms: int | None = None) -> BatchWriter:
+    """The ``foreachBatch`` writer with its sinks, in order: Kafka (``kafka_out``), PostgreSQL
+    (``pg``: a ``PostgresSink``; also the exactly-once guard), data quality (when the settings
+    turn it on and there is a PostgreSQL database for its results). ``checkpoint``: the query's
+    (None: no offset log to read, as in tests that drive the writer by hand)."""
+    from replimon.streaming.sinks.kafka import KafkaSink
+    from replimon.streaming.sinks.postgres import PostgresBatchSink
+
+    sinks: list[Sink] = []
+    kafka = None
+    if kafka_out:
+        kafka = KafkaSink(settings, run_id, checkpoint.end_offsets if checkpoint else None)
+        sinks.append(kafka)
+    guard = None
+    if pg is not None:
+        guard = PostgresBatchSink(pg, checkpoint.stream_id if checkpoint else None)
+        sinks.append(guard)
+        from replimon.streaming.sinks.quality import QualitySink
+
+        if QualitySink.wanted(settings) and isinstance(getattr(pg, "dsn", None), str):
+            sinks.append(QualitySink(settings, run_id, pg.dsn, lambda: pg.pipeline, kafka=kafka,
+                                     end_offsets=checkpoint.end_offsets if checkpoint else None,
+                                     window_start_ms=window_start_ms))
+    return BatchWriter(sinks, guard=guard, observers=observers, window_start_ms=window_start_ms)
 
 
 def run(settings: Any, *, run_id: str = "live", replay: bool = False, api: str = "pandas",

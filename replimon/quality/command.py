@@ -111,13 +111,12 @@ def validate_window(settings: Any, from_ms: int, to_ms: int, *, docs: Path | Non
     """Validate the records the four input topics hold between two record times (the replay's
     window: ``replimon.replay.window.plan_window``); at most ``max_records`` of them, whole
     groups (``replimon.quality.records``). ``ReplayError`` for a window that cannot be read."""
-    from replimon.quality.hook import topic_types
     from replimon.quality.records import read_sample
     from replimon.replay import iso
     from replimon.replay.window import plan_window
 
     started = time.monotonic()
-    types = topic_types(settings)
+    types = _topic_types(settings)
     bootstrap = settings.kafka.bootstrap_servers
     window = plan_window(bootstrap, list(types), from_ms, to_ms)
     spans = {tp: (window.start[tp], window.until[tp]) for tp in window.start
@@ -171,3 +170,9 @@ def headline(v: Validation) -> str:
 def verdict(v: Validation) -> str:
     return (f"FAILED: {len(v.failed)} of {len(v.outcomes)} expectations" if v.failed
             else f"ok: all {len(v.outcomes)} expectations passed")
+
+
+def _topic_types(settings: Any) -> dict[str, str]:
+    t = settings.kafka.topics
+    return {t.decisions: "decision", t.executions: "execution", t.heartbeats: "heartbeat",
+            t.config: "config"}

@@ -23,7 +23,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from replimon.replay import iso
-from replimon.streaming.validate_arrow import bucket_of
 
 Offsets = dict[str, dict[str, int]]  # {topic: {partition: offset}}, Spark's Kafka offset JSON
 TP = tuple[str, int]
@@ -137,11 +136,6 @@ class StartState:
     starting: dict[TP, int]  # where each partition is read from
     checkpoints: dict[str, Checkpoint] = field(default_factory=dict)  # group -> the record it starts from
     floors: dict[TP, int] = field(default_factory=dict)  # groups without a record: the window start
-
-    def initial_rows(self, buckets: int) -> list[tuple[int, str, str, str]]:
-        """(bucket, group, state, floors) rows for the stateful operator's initial state."""
-        return [(bucket_of(g, buckets), g, cp.state, json.dumps(to_json_offsets(cp.offsets), separators=(",", ":")))
-                for g, cp in sorted(self.checkpoints.items())]
 
 
 def read_checkpoints(bootstrap: str, topic: str, client_options: Mapping[str, str] | None = None,

@@ -367,11 +367,11 @@ def test_the_documentation_names_every_expectation_and_derived_column() -> None:
 
 # -- cadence, alerts and the exactly-once write ----------------------------------------------------
 def test_cadence() -> None:
-    from replimon.quality.hook import QualityHook
+    from replimon.streaming.sinks.quality import QualitySink
 
-    def hook(**q: Any) -> QualityHook:
+    def hook(**q: Any) -> QualitySink:
         settings = SETTINGS.model_copy(update={"quality": SETTINGS.quality.model_copy(update=q)})
-        return QualityHook(SimpleNamespace(settings=settings))
+        return QualitySink(settings, "live", "", lambda: "monitor")
 
     h = hook(every_batches=3, every_s=0)
     assert h.due(7)  # the first batch after a start
@@ -380,9 +380,8 @@ def test_cadence() -> None:
     h = hook(every_batches=0, every_s=30)
     h.last_batch, h.last_time = 7, 100.0
     assert not h.due(50, now=129.0) and h.due(8, now=130.0)
-    assert QualityHook.for_writer(SimpleNamespace(settings=SETTINGS, pg=None)) is None  # no sink
     off = SETTINGS.model_copy(update={"quality": SETTINGS.quality.model_copy(update={"enabled": False})})
-    assert QualityHook.for_writer(SimpleNamespace(settings=off, pg=SimpleNamespace(dsn="x"))) is None
+    assert QualitySink.wanted(SETTINGS) and not QualitySink.wanted(off)
 
 
 def _failing() -> list[Outcome]:
@@ -446,8 +445,8 @@ def test_results_are_written_once(postgres: Any) -> None:
 # -- sampling a batch from Kafka -------------------------------------------------------------------
 @pytest.mark.broker
 def test_sampling_keeps_whole_groups_deterministically(broker: Any, topic_prefix: str, tmp_path: Path) -> None:
-    from replimon.quality.hook import topic_types
     from replimon.quality.records import read_sample
+    from replimon.streaming.sinks.quality import topic_types
     from replimon.streaming.sources.kafka import KafkaClient, parse_options
     from tests.support import publish, settings_for, simulate
 

@@ -17,13 +17,21 @@ import json
 import uuid
 from collections import Counter
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import psycopg
 import pytest
 
-from tests.support import headers, publish, read_topic, replay, settings_for, simulate
+from tests.support import (
+    batch_frame,
+    headers,
+    publish,
+    read_topic,
+    replay,
+    settings_for,
+    simulate,
+    writer_for,
+)
 
 pytestmark = [pytest.mark.broker, pytest.mark.postgres]
 
@@ -70,20 +78,22 @@ def _dq_alerts(pg: Any, run_id: str) -> list[dict[str, Any]]:
     return [a for a in pg.alerts(run_id) if a["kind"] == "DATA_QUALITY_FAILED"]
 
 
+def quality(writer: Any) -> Any:
+    """The writer's data-quality sink."""
+    from replimon.streaming.sinks.quality import QualitySink
+
+    return next(s for s in writer.sinks if isinstance(s, QualitySink))
+
+
 def _frame(result: Any) -> Any:
     """A stand-in for the batch DataFrame ``foreachBatch`` gets: the rows of a BatchResult."""
-    rows = ([SimpleNamespace(out="alert", payload=json.dumps(a), group_id=a["group"], ts_ms=a["event_ts_ms"])
-             for a in result.alerts]
-            + [SimpleNamespace(out="state", payload=json.dumps(s), group_id=s["group"], ts_ms=s.get("clock_ms") or 0)
-               for s in result.snapshots])
-    return SimpleNamespace(collect=lambda: rows)
+    return batch_frame(result.alerts, result.snapshots)
 
 
 def test_the_hook_in_the_streaming_job(spark: Any, broker: Any, postgres: Any, topic_prefix: str,
                                        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from replimon.replay.report_data import load_run
     from replimon.streaming.sinks.postgres import PostgresSink
-    from replimon.streaming.writer import BatchWriter
 
     settings = _settings(broker, postgres, topic_prefix, tmp_path)
     events, bad = bad_trace()
@@ -142,22 +152,22 @@ def test_the_hook_in_the_streaming_job(spark: Any, broker: Any, postgres: Any, t
     for crash in (False, True):
         run2 = f"dq-retry-{uuid.uuid4().hex[:8]}"
         with PostgresSink(dsn, run_id=run2) as sink:
-            writer = BatchWriter(settings, run2, pg=sink, checkpoint=ckpt)
-            if crash:  # the process dies after the batch's commit, before the hook's
-                from replimon.quality import hook
+            writer = writer_for(settings, run2, sink, ckpt)
+            if crash:  # the process dies after the batch's commit, before the data-quality sink's
+                from replimon.streaming.sinks.quality import QualitySink
 
                 def boom(*_: Any, **__: Any) -> bool:
                     raise ConnectionError("killed")
 
-                monkeypatch.setattr(hook.QualityHook, "_validate", boom)
+                monkeypatch.setattr(QualitySink, "_validate", boom)
                 writer(_frame(first), first.batch_id)
                 assert _dq(dsn, run2) == [] and sink.last_batch_id() == first.batch_id
                 monkeypatch.undo()
-                writer = BatchWriter(settings, run2, pg=sink, checkpoint=ckpt)  # the restarted job
+                writer = writer_for(settings, run2, sink, ckpt)  # the restarted job
             writer(_frame(first), first.batch_id)
             once = (_dq(dsn, run2), _dq_alerts(sink, run2))
             writer(_frame(first), first.batch_id)  # the retry
-            writer.quality.last_time = None  # due again however the cadence is set
+            quality(writer).last_time = None  # due again however the cadence is set
             writer(_frame(first), first.batch_id)
             assert (_dq(dsn, run2), _dq_alerts(sink, run2)) == once
         assert [(r["suite"], r["expectation"], r["success"], r["unexpected"]) for r in once[0]] == [

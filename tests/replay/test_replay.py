@@ -19,8 +19,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from replimon.replay.run import plan, replay
+from replimon.replay.run import plan
 from replimon.replay.window import ReplayError
+from replimon.streaming.replay import replay
 from tests.support import publish, settings_for, simulate
 
 pytestmark = [pytest.mark.broker, pytest.mark.postgres, pytest.mark.timeout(900)]

@@ -128,21 +128,3 @@ def test_replay_keeps_events_older_than_the_watermark(spark: Any, broker: Any, p
     assert got == want, ([exp[k] for k in sorted(want - got)], [gotk[k] for k in sorted(got - want)])
     assert "BEYOND_HORIZON" in {a["kind"] for a in pg.alerts(run_id)}
     pg.close()
-
-
-def test_sql_validator_gives_the_same_alerts_and_dead_letters(spark: Any, broker: Any, postgres: Any,
-                                                              topic_prefix: str, tmp_path: Path) -> None:
-    """``streaming.validator: sql`` (Spark expressions only) through the whole job."""
-    settings = settings_for(broker, postgres, topic_prefix, tmp_path)
-    settings = settings.model_copy(update={"streaming": settings.streaming.model_copy(update={"validator": "sql"})})
-    events = simulate(30, "divergent_decision:g1@15s", groups=2, seed=8)
-    bad = [("decisions", b"{"), ("config", json.dumps({**events[0], "type": "heartbeat"}).encode())]
-    publish(settings, events, bad)
-    run_id = f"sql-{uuid.uuid4().hex[:8]}"
-    pg, batches = replay(spark, settings, run_id)
-    assert pg.alert_ids(run_id) == {a.alert_id for a in Monitor().run(events)}
-    dead = sorted((d["topic"], d["raw"]) for b in batches for d in b.dead_letters)
-    topics = settings.kafka.topics
-    assert dead == sorted((getattr(topics, t), raw) for t, raw in bad)
-    assert all(d["reason"] for b in batches for d in b.dead_letters)
-    pg.close()

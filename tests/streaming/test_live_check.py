@@ -126,7 +126,7 @@ def test_live_equals_check(spark: Any, broker: Any, postgres: Any, topic_prefix:
         live = [lag for _, at, lag in lags if started < at <= ended and lag >= 0]  # batches with data
         # -- issue 6: a replay of a window the live job processed gives the live run's alerts ----
         from replimon.replay.diff import diff_runs
-        from replimon.replay.run import replay
+        from replimon.streaming.replay import replay
 
         lo, hi = int(started * 1000) + REPLAY_FROM_S * 1000, int(started * 1000) + REPLAY_TO_S * 1000
         rerun = replay(settings, lo, hi, spark=spark, checkpoints_of=run_id)

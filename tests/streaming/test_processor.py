@@ -20,7 +20,7 @@ from replimon.streaming.processor import (
     parse_groups,
     row_processor,
 )
-from replimon.streaming.validate_arrow import CLOCK_KEY, DEAD_BUCKET, DEAD_KEY, bucket_of
+from replimon.streaming.rows import CLOCK_KEY, DEAD_BUCKET, DEAD_KEY, bucket_of, pack
 
 pytest.importorskip("pyspark.sql.streaming.tws_tester")
 from pyspark.sql import Row  # noqa: E402
@@ -34,22 +34,22 @@ def simulate(seconds: int, *faults: str, groups: int = 2, seed: int = 4) -> list
     return events
 
 
-def item(ev: dict[str, Any], offset: int) -> str:
-    return json.dumps({"t": f"replica.{ev['type']}", "p": 0, "o": offset, "e": ev})
+def item(ev: dict[str, Any], offset: int) -> tuple[str, int, int, dict[str, Any]]:
+    return (f"replica.{ev['type']}", 0, offset, ev)
 
 
 BUCKETS = 2  # few buckets: groups share state keys
 
 
 def packs_of(evs: list[tuple[int, dict[str, Any]]]) -> list[Row]:
-    """A group's events of one micro-batch as packs, the way validation packs them (one per Arrow
-    batch: here two, split by parity, so a batch holds several packs out of order)."""
+    """A group's events of one micro-batch as packs, the way the decode stage packs them (one per
+    Arrow batch: here two, split by parity, so a batch holds several packs out of order)."""
     out = []
     for part in (evs[0::2], evs[1::2]):
         if part:
             group = part[0][1]["group"]
             out.append(Row(bucket=bucket_of(group, BUCKETS), group=group,
-                           events="[" + ",".join(item(ev, i) for i, ev in part) + "]"))
+                           items=pack([item(ev, i) for i, ev in part])))
     return out
 
 
@@ -135,11 +135,10 @@ def test_node_silent_fires_with_no_input_at_all() -> None:
 def test_dead_letters_pass_through_without_state() -> None:
     tester = TwsTester(row_processor(Limits(), LIVE, BUCKETS), timeMode="ProcessingTime")
     tester.setProcessingTime(1_000)
-    letters = [{"topic": "replica.decisions", "partition": 1, "offset": 7, "raw_b64": "bm90IGpzb24=",
-                "reason": "not JSON", "kafka_ts": 900}]
-    out = tester.test(DEAD_BUCKET, [Row(bucket=DEAD_BUCKET, group=DEAD_KEY, events=json.dumps(letters))])
-    assert [(r.out, r.id, r.ts_ms, json.loads(r.payload)) for r in out] == [
-        ("dead", "replica.decisions:1:7", 900, letters[0])]
+    letters = [("replica.decisions", 1, 7, b"not json", "not JSON", 900)]
+    out = tester.test(DEAD_BUCKET, [Row(bucket=DEAD_BUCKET, group=DEAD_KEY, items=pack(letters))])
+    assert [(r.out, r.id, r.ts_ms, r.payload, r.raw) for r in out] == [
+        ("dead", "replica.decisions:1:7", 900, "not JSON", b"not json")]
     assert tester.peekValueState(STATE_NAME, DEAD_BUCKET) is None
     assert list(tester.handle._timers.listTimers(DEAD_BUCKET)) == []
 
@@ -179,7 +178,7 @@ def test_a_changed_bucket_count_is_refused() -> None:
 
 
 def test_bucket_of_is_spark_sqls_crc32(spark: Any) -> None:
-    """The Arrow validator's bucket_of and the SQL validator's pmod(crc32(...)) agree."""
+    """bucket_of is Spark SQL's pmod(crc32(group), buckets): a bucket can be computed either side."""
     from pyspark.sql import functions as F
 
     names = ["g1", "g2", "db-eu.1:a", "x" * 128, "Z9._:-"]
@@ -217,12 +216,12 @@ def spark_order(logic: Any, batches: list[tuple[int, list[dict[str, Any]]]], clo
     handles: dict[int, _Handle] = defaultdict(_Handle)
     out: list[tuple[Any, ...]] = []
     for now, evs in batches:
-        rows: dict[int, list[tuple[str, str]]] = defaultdict(list)
+        rows: dict[int, list[tuple[str, bytes]]] = defaultdict(list)
         for i, ev in enumerate(evs):
-            rows[bucket_of(ev["group"], logic.buckets)].append((ev["group"], "[" + item(ev, i) + "]"))
+            rows[bucket_of(ev["group"], logic.buckets)].append((ev["group"], pack([item(ev, i)])))
         if clock_rows and evs:
             for b in range(logic.buckets):
-                rows[b].append((CLOCK_KEY, str(max(e["ts_ms"] for e in evs))))
+                rows[b].append((CLOCK_KEY, pack(max(e["ts_ms"] for e in evs))))
         for b in sorted(rows):
             out += logic.on_rows(handles[b], states[b], rows[b], now)
         for b in sorted(handles):

@@ -30,7 +30,6 @@ import time
 import uuid
 from collections import Counter, defaultdict
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import psycopg
@@ -40,7 +39,15 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from replimon.core.limits import Limits
 from replimon.core.monitor import Monitor
 from replimon.producers.simulator import SimOptions, Simulator, parse_injection
-from tests.support import eventually, headers, job_config, publish, read_topic
+from tests.support import (
+    batch_frame,
+    eventually,
+    headers,
+    job_config,
+    publish,
+    read_topic,
+    writer_for,
+)
 
 pytestmark = [pytest.mark.broker, pytest.mark.postgres, pytest.mark.timeout(900)]
 
@@ -415,13 +422,12 @@ class _CrashingSink:
 
 
 def _frame(rows: list[tuple[str, dict[str, Any]]]) -> Any:
-    return SimpleNamespace(collect=lambda: [SimpleNamespace(out=o, payload=json.dumps(p)) for o, p in rows])
+    return batch_frame([p for o, p in rows if o == "alert"], [p for o, p in rows if o == "state"])
 
 
 def test_writer_crash_between_kafka_and_postgres(broker: Any, postgres: Any, topic_prefix: str,
                                                  tmp_path: Path, clean_env: None) -> None:
     from replimon.streaming.sinks.postgres import PostgresSink
-    from replimon.streaming.writer import BatchWriter
 
     _, settings = job_config(broker, postgres, topic_prefix, tmp_path)
     events = simulate(20, ("divergent_decision:g1@5s",), 1_767_225_600_000, seed=2)
@@ -436,9 +442,9 @@ def test_writer_crash_between_kafka_and_postgres(broker: Any, postgres: Any, top
     with PostgresSink(settings.postgres.dsn, run_id=run_id) as sink:
         crashing = _CrashingSink(sink)
         with pytest.raises(_Crash):  # batch 0 reached Kafka, then the process "died"
-            BatchWriter(settings, run_id, pg=crashing)(_frame(batches[0]), 0)
+            writer_for(settings, run_id, crashing)(_frame(batches[0]), 0)
         assert sink.last_batch_id() is None
-        writer = BatchWriter(settings, run_id, pg=crashing)  # the restarted job
+        writer = writer_for(settings, run_id, crashing)  # the restarted job
         writer(_frame(batches[0]), 0)  # Spark runs batch 0 again
         writer(_frame(batches[1]), 1)
         writer(_frame(batches[1]), 1)  # a retry after the commit: nothing goes out

@@ -144,6 +144,28 @@ def replay(spark: Any, settings: Any, run_id: str, **kw: Any) -> Any:
     return pg, seen
 
 
+def batch_frame(alerts: list[dict[str, Any]] = (), snapshots: list[dict[str, Any]] = ()) -> Any:
+    """A stand-in for the DataFrame ``foreachBatch`` gets: output rows (``streaming/rows.py``) of
+    these alert and snapshot dicts."""
+    from types import SimpleNamespace
+
+    def row(out: str, group: str, id_: str, status: str | None, ts: int, payload: dict[str, Any]) -> Any:
+        return SimpleNamespace(out=out, group_id=group, id=id_, status=status, ts_ms=ts,
+                               payload=json.dumps(payload, separators=(",", ":")), raw=None)
+
+    rows = ([row("alert", a["group"], a["alert_id"], a["status"], a["event_ts_ms"], a) for a in alerts]
+            + [row("state", s["group"], s["group"], None, s.get("clock_ms") or 0, s) for s in snapshots])
+    return SimpleNamespace(collect=lambda: rows)
+
+
+def writer_for(settings: Any, run_id: str, pg: Any, checkpoint: str | None = None) -> Any:
+    """The job's ``foreachBatch`` writer with its sinks, driven by hand."""
+    from replimon.streaming.checkpoint import Checkpoint
+    from replimon.streaming.runner import make_writer
+
+    return make_writer(settings, run_id, Checkpoint(checkpoint) if checkpoint else None, pg=pg)
+
+
 # -- PostgreSQL runs ----------------------------------------------------------------------------------
 RUN_TABLES = ("alerts", "group_state", "node_state", "group_timeseries", "node_timeseries",
               "dead_letters", "pipeline_metrics", "pipeline_batches", "dq_results", "replay_runs")

@@ -1,18 +1,20 @@
-"""The in-stream data-quality hook: the streaming job's ``BatchWriter`` calls it after each
-micro-batch is written.
+"""The data-quality sink: Great Expectations suites (``replimon.quality``) over the job's
+micro-batches, a sink like the others (``sinks/base.py``), after the PostgreSQL sink.
 
 Every ``quality.every_batches`` batches or ``quality.every_s`` seconds (whichever comes first;
 the first batch after a start always), it validates the batch:
 
 1. the input suites on a sample of the batch's input records, read back from Kafka between the
-   previous batch's end offsets and this one's (checkpoint offset log; ``records.py``): at most
+   previous batch's end offsets and this one's (the checkpoint's offset log;
+   ``replimon.quality.records``): at most
    ``quality.sample_records`` records, whole groups, contract-valid ones only;
 2. the output suites on the batch's alert payloads and latest group snapshots;
 
 then writes one ``dq_results`` row per expectation and a DATA_QUALITY_FAILED alert per failed
-expectation (``results.py``), and sends the alerts to ``monitor.alerts`` like the batch's own.
+expectation (``replimon.quality.results``), and sends the alerts to ``monitor.alerts`` through the
+Kafka sink, like the batch's own.
 
-Exactly once (docs/quality.md): the hook has its own guard row in ``pipeline_batches``; a retried
+Exactly once (docs/quality.md): the sink has its own guard row in ``pipeline_batches``; a retried
 batch that was validated before is recognised there and neither re-validated nor re-sent, and the
 rows and the guard are committed in one transaction. Kafka gets the alerts at least once, like
 the batch's (a crash between the send and the commit sends them again on the retry).
@@ -23,14 +25,14 @@ the monitor's own output matters more than its data-quality report.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from replimon.quality.records import TP, Sample, offsets_json, ranges, read_sample
+from replimon.streaming.sinks.base import BatchResult
 
 log = logging.getLogger("replimon.quality")
 
@@ -41,29 +43,38 @@ def topic_types(settings: Any) -> dict[str, str]:
             t.config: "config"}
 
 
-class QualityHook:
-    """Validates micro-batches of one streaming query (module docstring)."""
+class QualitySink:
+    """Validates micro-batches of one streaming query (module docstring).
 
-    def __init__(self, writer: Any) -> None:
-        self.writer = writer
-        self.settings = writer.settings
-        self.q = writer.settings.quality
+    ``dsn``/``pipeline``: where results go (the PostgreSQL sink's database and guard name, read
+    when a batch is validated: the guard is named after the checkpoint's stream); ``kafka``: the
+    Kafka sink its alerts go through (None: no Kafka output); ``end_offsets``: the checkpoint's
+    offset log (None: the batch's input cannot be read back, only the outputs are validated)."""
+
+    def __init__(self, settings: Any, run_id: str, dsn: str, pipeline: Callable[[], str], *,
+                 kafka: Any = None, end_offsets: Callable[[int], dict[str, dict[str, int]]] | None = None,
+                 window_start_ms: int | None = None) -> None:
+        self.settings = settings
+        self.q = settings.quality
+        self.run_id = run_id
+        self.dsn = dsn
+        self.pipeline = pipeline
+        self.kafka = kafka
+        self.end_offsets = end_offsets
+        self.window_start_ms = window_start_ms
         self.last_batch: int | None = None
         self.last_time: float | None = None  # time.monotonic() of the last validation
-        self.validations = 0  # validations written by this hook (tests, the benchmark)
-
-    @classmethod
-    def for_writer(cls, writer: Any) -> QualityHook | None:
-        """The hook for a ``BatchWriter``, or None when it has nothing to do: quality is off, or
-        the writer has no PostgreSQL sink (results have nowhere to go)."""
-        q = getattr(writer.settings, "quality", None)
-        if q is None or not q.enabled or not isinstance(getattr(writer.pg, "dsn", None), str):
-            return None
+        self.validations = 0  # validations written by this sink (tests, the benchmark)
         if "great_expectations" not in sys.modules:
             from replimon.quality.engine import warm_up
 
             warm_up()
-        return cls(writer)
+
+    @staticmethod
+    def wanted(settings: Any) -> bool:
+        """Whether the settings ask for data quality."""
+        q = getattr(settings, "quality", None)
+        return q is not None and bool(q.enabled)
 
     # -- cadence ---------------------------------------------------------------------------------
     def due(self, batch_id: int, now: float | None = None) -> bool:
@@ -76,9 +87,14 @@ class QualityHook:
         return bool(self.q.every_s and now - self.last_time >= self.q.every_s)
 
     # -- the batch -------------------------------------------------------------------------------
-    def __call__(self, result: Any) -> bool:
-        """Validate the batch of ``result`` (a ``BatchResult``) if it is due; True if results
-        were written now."""
+    def write(self, result: BatchResult) -> None:
+        self.validate(result)
+
+    def close(self) -> None:
+        pass
+
+    def validate(self, result: BatchResult) -> bool:
+        """Validate the batch of ``result`` if it is due; True if results were written now."""
         batch_id = result.batch_id
         if not self.due(batch_id):
             return False
@@ -105,7 +121,7 @@ class QualityHook:
         from replimon.quality.results import alerts_for, validated_before, write_results
         from replimon.quality.suites import parameters
 
-        w, batch_id = self.writer, result.batch_id
+        batch_id = result.batch_id
         sample = self.sample(batch_id)
         frames = input_frames(sample.records) if sample is not None else {}
         if result.alerts:
@@ -113,8 +129,8 @@ class QualityHook:
         frames.update(state_frames(result.snapshots))
         if not frames:
             return None
-        dsn, pipeline = w.pg.dsn, w.pg.pipeline
-        if validated_before(dsn, w.run_id, pipeline, batch_id):
+        dsn, pipeline = self.dsn, self.pipeline()
+        if validated_before(dsn, self.run_id, pipeline, batch_id):
             return False
         now_ms = int(time.time() * 1000)
         outcomes = engine.validate(frames, parameters(self.settings, now_ms),
@@ -126,9 +142,9 @@ class QualityHook:
                                           "groups": sample.groups, "invalid": sample.invalid,
                                           "complete": sample.complete}
         alerts = alerts_for(outcomes, now_ms)
-        if alerts and w.kafka:
-            self._to_kafka(alerts, batch_id)
-        written = write_results(dsn, w.run_id, pipeline, batch_id, outcomes, alerts, now_ms)
+        if alerts and self.kafka is not None:
+            self.kafka.send_alerts(alerts, batch_id)
+        written = write_results(dsn, self.run_id, pipeline, batch_id, outcomes, alerts, now_ms)
         if written:
             self.validations += 1
             failed = [o.expectation for o in outcomes if not o.success]
@@ -141,11 +157,12 @@ class QualityHook:
         """The batch's input offset ranges. Without the previous batch's entry (the first batch
         of a checkpoint: Spark does not keep a Python source's start), each partition's last
         ``sample_records`` records before the batch's end stand for it."""
-        end = offsets_json(self.writer.batch_offsets(batch_id))
+        assert self.end_offsets is not None
+        end = offsets_json(self.end_offsets(batch_id))
         start: Mapping[str, Mapping[str, int]] = {}
         if batch_id > 0:
             try:
-                start = offsets_json(self.writer.batch_offsets(batch_id - 1))
+                start = offsets_json(self.end_offsets(batch_id - 1))
             except OSError:
                 start = {}
         if not start:
@@ -154,25 +171,13 @@ class QualityHook:
         return ranges(start, end)
 
     def sample(self, batch_id: int) -> Sample | None:
-        """The batch's sampled input records; None when the writer has no checkpoint (nothing
-        says where the batch's input is)."""
-        if self.writer.checkpoint is None:
+        """The batch's sampled input records; None without the offset log (nothing says where the
+        batch's input is)."""
+        if self.end_offsets is None:
             return None
         spans = self.spans(batch_id)
         types = topic_types(self.settings)
         spans = {tp: r for tp, r in spans.items() if tp[0] in types}
         return read_sample(self.settings.kafka.bootstrap_servers, spans, types,
                            limit=self.q.sample_records, salt=batch_id,
-                           since_ms=self.writer.window_start_ms)
-
-    def _to_kafka(self, alerts: list[dict[str, Any]], batch_id: int) -> None:
-        w = self.writer
-        topic = self.settings.kafka.topics.alerts
-        batch = {"run_id": w.run_id, "batch_id": str(batch_id)}
-        p = w.producer()
-        for a in alerts:
-            p.produce(topic, key=a["group"].encode(), value=json.dumps(a, separators=(",", ":")).encode(),
-                      headers={"alert_id": a["alert_id"], "status": a["status"], **batch})
-        left = p.flush(30)
-        if left:
-            raise RuntimeError(f"{left} data-quality alert(s) not delivered to Kafka within 30 s")
+                           since_ms=self.window_start_ms)
