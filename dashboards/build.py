@@ -1,30 +1,19 @@
-"""Dashboards as code (issue 5; docs/dashboards.md): the four Grafana dashboards built with the
-grafana-foundation-sdk, serialised to the JSON checked in under ``dashboards/json/``.
+"""What the four Grafana dashboards share (docs/dashboards.md): the template variables, the links
+between dashboards, thresholds, value mappings and the panel shapes they use most (stat, table,
+time series), built with the grafana-foundation-sdk.
 
-``replimon dashboards generate [--check]`` calls `generate`. The JSON is stable: keys sorted,
-2-space indent, a trailing newline, panel ids and grid positions fixed by the code, so the same
-code always gives the same bytes and the golden test (tests/dashboards/test_dashboards.py) can compare them.
-
-Each dashboard lives in its own module (``fleet``, ``group``, ``alerts``, ``pipeline``) with a
-``build()`` returning the SDK's dashboard builder; this module holds what they share: the
-template variables, the links between dashboards, thresholds, value mappings and the panel
-shapes they use most (stat, table, time series).
+Each dashboard lives in its own module under ``boards/`` (``fleet``, ``group``, ``alerts``,
+``pipeline``) with a ``build()`` returning the SDK's dashboard builder; ``generate.py`` turns them
+into the JSON checked in under ``dashboards/json/``.
 """
 
 from __future__ import annotations
-
-import importlib
-import json
-from collections.abc import Iterable
-from pathlib import Path
-from typing import Any
 
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard as dash
 from grafana_foundation_sdk.builders import stat, table, timeseries
 from grafana_foundation_sdk.cog import builder as cogbuilder
 from grafana_foundation_sdk.cog import variants as cogvariants
-from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as model
 
@@ -33,11 +22,8 @@ from replimon.dashboards.common import (
     DASHBOARD_UIDS,
     DATASOURCE_TYPE,
     DATASOURCE_UID,
-    HERE,
-    JSON_DIR,
 )
 
-NAMES = ("fleet", "group", "alerts", "pipeline")  # one module and one JSON file each
 TAG = "replimon"  # every dashboard carries it; the dashboards' link menu lists them by it
 DS = model.DataSourceRef(type_val=DATASOURCE_TYPE, uid=DATASOURCE_UID)
 
@@ -197,54 +183,3 @@ def dashboard(name: str, title: str, description: str) -> dash.Dashboard:
             .tags([TAG]).timezone("utc").time("now-6h", "now").refresh("30s")
             .editable().tooltip(model.DashboardCursorSync.CROSSHAIR)
             .with_variable(run_variable()).link(dashboards_menu()))
-
-
-def build(name: str) -> model.Dashboard:
-    """Dashboard ``name`` as the SDK's model, panel ids numbered in order."""
-    module = importlib.import_module(f"replimon.dashboards.{name}")
-    built: model.Dashboard = module.build().build()
-    for i, panel in enumerate(built.panels or [], start=1):
-        panel.id_val = i
-    return built
-
-
-def render(value: Any) -> str:
-    """The stable JSON text of an SDK model (or plain data)."""
-    return json.dumps(value, cls=JSONEncoder, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def dashboard_files() -> dict[str, str]:
-    """Every generated file: path relative to ``dashboards/`` -> its text (the dashboards'
-    JSON, and the provisioning YAML of ``alerting.rules_files``)."""
-    from replimon.dashboards.alerting import rules_files
-
-    rel = JSON_DIR.relative_to(HERE)
-    return {**{str(rel / f"{name}.json"): render(build(name)) for name in NAMES}, **rules_files()}
-
-
-def _stale(expected: Iterable[str]) -> list[Path]:
-    """JSON files in ``json/`` that the code no longer generates (a renamed dashboard)."""
-    keep = {HERE / p for p in expected}
-    return sorted(p for p in JSON_DIR.glob("*.json") if p not in keep)
-
-
-def generate(check: bool = False) -> list[str]:
-    """Write every generated file whose content changed; return their paths. With ``check``,
-    write nothing and return the paths that differ from what the code generates (a missing
-    file, a changed one, or a JSON file in ``json/`` the code no longer generates)."""
-    files = dashboard_files()
-    changed: list[str] = []
-    for rel, text in files.items():
-        path = HERE / rel
-        if path.exists() and path.read_text(encoding="utf-8") == text:
-            continue
-        changed.append(str(path))
-        if not check:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-    for path in _stale(files):
-        changed.append(str(path))
-        if not check:
-            path.unlink()
-    return changed
-

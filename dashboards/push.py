@@ -39,7 +39,7 @@ from grafana_client import GrafanaApi
 from grafana_client.client import GrafanaClientError, GrafanaException, GrafanaUnauthorizedError
 from psycopg.conninfo import conninfo_to_dict
 
-from replimon.dashboards import alerting, common
+from replimon.dashboards import alert_rules, common
 
 CREATED, UPDATED, UNCHANGED = "created", "updated", "unchanged"
 WOULD = {CREATED: "would be created", UPDATED: "would be updated", UNCHANGED: UNCHANGED}
@@ -126,7 +126,7 @@ def datasource_for(settings: Any, postgres_url: str | None) -> dict[str, Any]:
     if not params.get("user"):
         raise PushError("postgres.dsn names no user for the datasource")
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"  # an IPv6 literal
-    return alerting.datasource(address, params["user"], params.get("password", ""),
+    return alert_rules.datasource(address, params["user"], params.get("password", ""),
                                params.get("dbname") or params["user"], params.get("sslmode", "disable"))
 
 
@@ -283,17 +283,17 @@ class Pusher:
     def rule_group(self) -> None:
         """The group's evaluation interval (creating a rule creates its group with Grafana's
         default interval)."""
-        api, name = self.api.alertingprovisioning, alerting.RULE_GROUP
+        api, name = self.api.alertingprovisioning, alert_rules.RULE_GROUP
         have = self.call(f"reading rule group {name}", api.get_rule_group, missing_ok=True,
                          folder_uid=common.FOLDER_UID, group_uid=name)
         if have is None and not self.dry_run:
             raise PushError(f"unexpected response from Grafana at {self.url}: rule group {name} "
                             "missing after its rules were written")
-        action = CREATED if have is None else UNCHANGED if have.get("interval") == alerting.INTERVAL_S else UPDATED
+        action = CREATED if have is None else UNCHANGED if have.get("interval") == alert_rules.INTERVAL_S else UPDATED
         if self.note("rule group", name, action):
             assert have is not None
             self.call(f"updating rule group {name}", api.update_rule_group, folder_uid=common.FOLDER_UID,
-                      group_uid=name, alertrule_group={**have, "interval": alerting.INTERVAL_S})
+                      group_uid=name, alertrule_group={**have, "interval": alert_rules.INTERVAL_S})
 
     def policy(self, want: dict[str, Any]) -> None:
         """Our route first in the root's routes (replacing the one with our matchers), the rest
@@ -332,9 +332,9 @@ def push(url: str, token: str, settings: Any, *, postgres_url: str | None = None
     pusher.folder()
     for board in boards:
         pusher.dashboard(board)
-    pusher.contact_point(alerting.contact_point())
-    for spec in alerting.rule_specs():
-        pusher.rule(alerting.api_rule(spec))
+    pusher.contact_point(alert_rules.contact_point())
+    for spec in alert_rules.rule_specs():
+        pusher.rule(alert_rules.api_rule(spec))
     pusher.rule_group()
-    pusher.policy(alerting.policy_route())
+    pusher.policy(alert_rules.policy_route())
     return pusher.report

@@ -535,7 +535,7 @@ def dashboards_generate(
     check: Annotated[bool, typer.Option("--check", help="write nothing; exit 1 if a checked-in file differs from what the code generates")] = False,
 ) -> None:
     """Generate the dashboards' JSON and the alert rules' YAML from code, into dashboards/."""
-    from replimon.dashboards.build import generate
+    from replimon.dashboards.generate import generate
 
     changed = generate(check=check)
     for path in changed:

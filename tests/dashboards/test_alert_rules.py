@@ -2,7 +2,7 @@
 
 No Grafana can run here, so the rules are checked the way Grafana would use them:
 
-* the checked-in YAML is what ``dashboards/alerting.py`` generates (golden files; regenerate with
+* the checked-in YAML is what ``dashboards/alert_rules.py`` generates (golden files; regenerate with
   ``REPLIMON_GENERATE_GOLDEN_FILES=1``), parses, and references the datasource and folder of
   ``dashboards/common.py``;
 * there is a rule for every critical violation and every wedge of the catalogue, and a kind added
@@ -25,11 +25,11 @@ import pytest
 import yaml
 
 from replimon.core import alerts
-from replimon.dashboards import alerting, common
+from replimon.dashboards import alert_rules, common
 from replimon.dashboards.macros import TimeRange, expand
 from tests.support.e2e import E2E
 
-PROVISIONING = {rel: common.HERE / rel for rel in alerting.rules_files()}
+PROVISIONING = {rel: common.HERE / rel for rel in alert_rules.rules_files()}
 
 
 def load(rel: str) -> Any:
@@ -50,14 +50,14 @@ def expected_kinds() -> set[str]:
 
 # ----------------------------------------------------------------------------- the files
 def test_checked_in_files_are_what_the_code_generates() -> None:
-    from replimon.dashboards import build
+    from replimon.dashboards import generate
 
     if os.environ.get("REPLIMON_GENERATE_GOLDEN_FILES") == "1":
-        build.generate()
-    assert set(alerting.rules_files()) <= set(build.dashboard_files())  # `dashboards generate` writes them
-    differ = [p for p in build.generate(check=True) if "/provisioning/" in p]
+        generate.generate()
+    assert set(alert_rules.rules_files()) <= set(generate.dashboard_files())  # `dashboards generate` writes them
+    differ = [p for p in generate.generate(check=True) if "/provisioning/" in p]
     assert not differ, f"regenerate with REPLIMON_GENERATE_GOLDEN_FILES=1 (or replimon dashboards generate): {differ}"
-    assert alerting.rules_files() == alerting.rules_files()  # deterministic
+    assert alert_rules.rules_files() == alert_rules.rules_files()  # deterministic
 
 
 def test_a_rule_for_every_critical_violation_and_every_wedge() -> None:
@@ -80,14 +80,14 @@ def test_a_rule_for_every_critical_violation_and_every_wedge() -> None:
             assert q["model"].get("expression", refs[0]) in refs
         assert r["noDataState"] == "OK" and r["execErrState"] == "Error"
         assert {"summary", "description", "runbook"} <= set(r["annotations"])
-        assert r["for"] == ("0s" if severity == alerts.CRITICAL else alerting.WARNING_FOR)
+        assert r["for"] == ("0s" if severity == alerts.CRITICAL else alert_rules.WARNING_FOR)
 
 
 def test_a_kind_added_to_the_catalogue_gets_its_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(alerts.KINDS, "NEW_WEDGE", (alerts.WARNING, alerts.WEDGE))
     monkeypatch.setitem(alerts.KINDS, "NEW_VIOLATION", (alerts.CRITICAL, alerts.VIOLATION))
     monkeypatch.setitem(alerts.KINDS, "NEW_WARNING_VIOLATION", (alerts.WARNING, alerts.VIOLATION))
-    (group,) = yaml.safe_load(alerting.rules_files()["provisioning/alerting/rules.yaml"])["groups"]
+    (group,) = yaml.safe_load(alert_rules.rules_files()["provisioning/alerting/rules.yaml"])["groups"]
     kinds = {r["labels"]["kind"]: r for r in group["rules"]}
     assert set(kinds) == expected_kinds()
     assert {"NEW_WEDGE", "NEW_VIOLATION"} <= set(kinds) and "NEW_WARNING_VIOLATION" not in kinds
@@ -112,7 +112,7 @@ def test_datasource_and_dashboard_provider_files() -> None:
     assert provider["options"]["path"] == common.CONTAINER_DASHBOARDS
     assert provider["allowUiUpdates"] is False and 0 < provider["updateIntervalSeconds"] <= 60
     (group,) = load("provisioning/alerting/rules.yaml")["groups"]
-    assert (group["folder"], group["name"], group["interval"]) == (common.FOLDER_TITLE, alerting.RULE_GROUP, "60s")
+    assert (group["folder"], group["name"], group["interval"]) == (common.FOLDER_TITLE, alert_rules.RULE_GROUP, "60s")
 
 
 def test_contact_point_and_policy_route_every_rule() -> None:
@@ -149,7 +149,7 @@ def test_docs_table_lists_every_rule() -> None:
     rows = {cells[0].strip("`"): [c.strip("`") for c in cells]
             for line in text.splitlines() if line.startswith("| `")
             for cells in [[c.strip() for c in line.strip("|").split("|")]] if len(cells) == 6}
-    want = {s.kind: [s.kind, s.severity, s.category, s.for_, s.uid] for s in alerting.rule_specs()}
+    want = {s.kind: [s.kind, s.severity, s.category, s.for_, s.uid] for s in alert_rules.rule_specs()}
     assert {k: [v[0], v[1], v[2], v[4], v[5]] for k, v in rows.items()} == want
 
 
@@ -162,8 +162,8 @@ def run_rule(e2e: E2E, rule: dict[str, Any], start: datetime, end: datetime) -> 
     """The rule's query as Grafana would send it for the range [start, end], on the e2e run:
     group_id -> value. Checks the columns Grafana's multi-dimensional alerting needs."""
     sql = rule["data"][0]["model"]["rawSql"]
-    assert sql.count(f"'{alerting.RUN}'") == 1, "the run must be one replaceable literal"
-    sql = expand(sql.replace(f"'{alerting.RUN}'", f"'{e2e.run_id}'"), TimeRange(start, end, interval="1m"), {})
+    assert sql.count(f"'{alert_rules.RUN}'") == 1, "the run must be one replaceable literal"
+    sql = expand(sql.replace(f"'{alert_rules.RUN}'", f"'{e2e.run_id}'"), TimeRange(start, end, interval="1m"), {})
     with psycopg.connect(e2e.settings.postgres.dsn) as conn, conn.cursor() as cur:
         cur.execute(sql)
         assert cur.description is not None
@@ -225,7 +225,7 @@ def test_wedge_rule_fires_while_the_wedge_is_open(e2e: E2E, rule: dict[str, Any]
             times |= {resolved[aid] - 1, resolved[aid]}
     seen: set[str] = set()
     for t in sorted(times):
-        got = run_rule(e2e, rule, at(t) - timedelta(seconds=alerting.WEDGE_RANGE_S), at(t))
+        got = run_rule(e2e, rule, at(t) - timedelta(seconds=alert_rules.WEDGE_RANGE_S), at(t))
         assert got == open_at(t), (kind, at(t), got, open_at(t))
         seen |= set(got)
     assert seen == {a["group"] for a in firing.values()}  # each group's wedge was seen open

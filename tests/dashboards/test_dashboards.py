@@ -35,7 +35,7 @@ import psycopg
 import pytest
 
 from replimon.core.alerts import WEDGES
-from replimon.dashboards import build
+from replimon.dashboards import generate
 from replimon.dashboards.common import DATASOURCE, HERE
 from replimon.dashboards.macros import TimeRange, expand
 
@@ -51,7 +51,7 @@ BOOL = {16}
 
 def dashboards() -> dict[str, dict[str, Any]]:
     """Every generated dashboard as JSON data, by name."""
-    return {name: json.loads(build.render(build.build(name))) for name in build.NAMES}
+    return {name: json.loads(generate.render(generate.build(name))) for name in generate.NAMES}
 
 
 DASHBOARDS = dashboards()
@@ -94,42 +94,42 @@ def find_panel(name: str, title: str) -> dict[str, Any]:
 # -- golden files ----------------------------------------------------------------------------------
 def test_checked_in_json_is_what_the_code_generates() -> None:
     if os.environ.get("REPLIMON_GENERATE_GOLDEN_FILES") == "1":
-        build.generate()
-    files = build.dashboard_files()
+        generate.generate()
+    files = generate.dashboard_files()
     dashboards = sorted(rel for rel in files if rel.startswith("json/"))
-    assert dashboards == [f"json/{n}.json" for n in sorted(build.NAMES)]
+    assert dashboards == [f"json/{n}.json" for n in sorted(generate.NAMES)]
     differ = [rel for rel, text in files.items()
               if not (HERE / rel).exists() or (HERE / rel).read_text(encoding="utf-8") != text]
     assert not differ, (f"{differ} differ from the generator: run `replimon dashboards generate` "
                         "(or REPLIMON_GENERATE_GOLDEN_FILES=1 pytest tests/dashboards/test_dashboards.py)")
-    assert build.generate(check=True) == []
+    assert generate.generate(check=True) == []
 
 
 def test_generate_writes_checks_and_removes_stale_files(monkeypatch: pytest.MonkeyPatch,
                                                         tmp_path: Path) -> None:
-    monkeypatch.setattr(build, "HERE", tmp_path)
-    monkeypatch.setattr(build, "JSON_DIR", tmp_path / "json")
-    expected = sorted(str(tmp_path / rel) for rel in build.dashboard_files())
-    assert sorted(build.generate(check=True)) == expected  # nothing there yet
+    monkeypatch.setattr(generate, "HERE", tmp_path)
+    monkeypatch.setattr(generate, "JSON_DIR", tmp_path / "json")
+    expected = sorted(str(tmp_path / rel) for rel in generate.dashboard_files())
+    assert sorted(generate.generate(check=True)) == expected  # nothing there yet
     assert not (tmp_path / "json").exists()  # ... and check wrote nothing
-    assert sorted(build.generate()) == expected
-    assert build.generate(check=True) == [] and build.generate() == []
+    assert sorted(generate.generate()) == expected
+    assert generate.generate(check=True) == [] and generate.generate() == []
     fleet = tmp_path / "json" / "fleet.json"
     fleet.write_text(fleet.read_text().replace("Fleet", "Fleat"))
     stale = tmp_path / "json" / "old.json"
     stale.write_text("{}\n")
-    assert build.generate(check=True) == [str(fleet), str(stale)]
-    assert build.generate() == [str(fleet), str(stale)]
-    assert not stale.exists() and build.generate(check=True) == []
+    assert generate.generate(check=True) == [str(fleet), str(stale)]
+    assert generate.generate() == [str(fleet), str(stale)]
+    assert not stale.exists() and generate.generate(check=True) == []
 
 
 def test_json_is_stable_and_pretty() -> None:
-    for rel, text in build.dashboard_files().items():
+    for rel, text in generate.dashboard_files().items():
         if not rel.endswith(".json"):
             continue  # the provisioning YAML: tests/dashboards/test_alert_rules.py
         assert text.endswith("}\n") and "\n  \"" in text, rel
         assert text == json.dumps(json.loads(text), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    assert build.dashboard_files() == build.dashboard_files()
+    assert generate.dashboard_files() == generate.dashboard_files()
 
 
 # -- schema ----------------------------------------------------------------------------------------
@@ -171,7 +171,7 @@ def test_vendored_schemas_are_the_files_the_readme_names() -> None:
         assert hashlib.sha256((SCHEMA_DIR / name).read_bytes()).hexdigest() == digest, name
 
 
-@pytest.mark.parametrize("name", build.NAMES)
+@pytest.mark.parametrize("name", generate.NAMES)
 def test_dashboard_validates_against_grafanas_schema(name: str) -> None:
     dash = DASHBOARDS[name]
     validator = dashboard_validator()
@@ -182,7 +182,7 @@ def test_dashboard_validates_against_grafanas_schema(name: str) -> None:
     assert not validator.is_valid(broken)  # the schema does reject a broken dashboard
 
 
-@pytest.mark.parametrize("name", build.NAMES)
+@pytest.mark.parametrize("name", generate.NAMES)
 def test_panel_options_validate_against_their_plugins_schema(name: str) -> None:
     errors = []
     for panel in DASHBOARDS[name]["panels"]:
@@ -210,7 +210,7 @@ def datasources(node: Any) -> Iterator[Any]:
             yield from datasources(item)
 
 
-@pytest.mark.parametrize("name", build.NAMES)
+@pytest.mark.parametrize("name", generate.NAMES)
 def test_only_the_common_datasource(name: str) -> None:
     dash = DASHBOARDS[name]
     found = list(datasources(dash))
@@ -239,7 +239,7 @@ def links(node: Any) -> Iterator[str]:
             yield from links(item)
 
 
-@pytest.mark.parametrize("name", build.NAMES)
+@pytest.mark.parametrize("name", generate.NAMES)
 def test_every_variable_used_is_defined(name: str) -> None:
     dash = DASHBOARDS[name]
     order = [v["name"] for v in dash["templating"]["list"]]
@@ -264,7 +264,7 @@ def test_group_links_point_at_group_detail_with_its_variables() -> None:
     assert any("var-group=${__data.fields.group}" in u for u in fleet)
 
 
-@pytest.mark.parametrize("name", build.NAMES)
+@pytest.mark.parametrize("name", generate.NAMES)
 def test_layout(name: str) -> None:
     panels = DASHBOARDS[name]["panels"]
     assert [p["id"] for p in panels] == list(range(1, len(panels) + 1))
@@ -328,7 +328,7 @@ def setting(e2e: Any) -> Setting:
     info = {"CONFIG_INSTALLED", "RECONFIG_REFUSED"}
     group = min((g for g in e2e.manifest if info <= kinds.get(g, set()) and kinds[g] & WEDGES),
                 key=lambda g: (len(g), g))
-    ranges = {name: _range(*(proc if name == "pipeline" else ev)) for name in build.NAMES}
+    ranges = {name: _range(*(proc if name == "pipeline" else ev)) for name in generate.NAMES}
     return Setting(e2e.settings.postgres.dsn, run, group, ranges)
 
 

@@ -36,7 +36,7 @@ from grafana_client import GrafanaApi
 
 from replimon.cli import main
 from replimon.config import load_settings
-from replimon.dashboards import alerting, common, push
+from replimon.dashboards import alert_rules, common, push
 from replimon.dashboards.push import PushError
 
 ADMIN, EDITOR = "admin-token", "editor-token"
@@ -332,10 +332,10 @@ def actions(report: push.PushReport) -> dict[tuple[str, str], str]:
 
 def every_object() -> set[tuple[str, str]]:
     return ({("datasource", common.DATASOURCE_UID), ("folder", common.FOLDER_UID),
-             ("contact point", alerting.CONTACT_UID), ("rule group", alerting.RULE_GROUP),
+             ("contact point", alert_rules.CONTACT_UID), ("rule group", alert_rules.RULE_GROUP),
              ("notification policy", "app=replimon")}
             | {("dashboard", uid) for uid in common.DASHBOARD_UIDS.values()}
-            | {("alert rule", spec.uid) for spec in alerting.rule_specs()})
+            | {("alert rule", spec.uid) for spec in alert_rules.rule_specs()})
 
 
 # ----------------------------------------------------------------------------- tests
@@ -344,7 +344,7 @@ def test_first_push_creates_everything(grafana: FakeGrafana, boards: Path, setti
     got = actions(report)
     assert set(got) == every_object()
     # the group existed once its rules did, with Grafana's default interval, which is ours
-    assert {k: v for k, v in got.items() if v != push.CREATED} == {("rule group", alerting.RULE_GROUP): push.UNCHANGED}
+    assert {k: v for k, v in got.items() if v != push.CREATED} == {("rule group", alert_rules.RULE_GROUP): push.UNCHANGED}
     assert report.lines()[-1].startswith(f"pushed to {grafana.url}: {len(got) - 1} created, 0 updated, 1 unchanged")
 
     ds = grafana.datasources[common.DATASOURCE_UID]
@@ -358,15 +358,15 @@ def test_first_push_creates_everything(grafana: FakeGrafana, boards: Path, setti
         assert stored["meta"]["folderUid"] == common.FOLDER_UID
         assert {k: v for k, v in stored["dashboard"].items() if k not in ("id", "version")} == \
             {k: v for k, v in board.items() if k not in ("id", "version")}
-    assert set(grafana.rules) == {s.uid for s in alerting.rule_specs()}
-    for spec in alerting.rule_specs():
+    assert set(grafana.rules) == {s.uid for s in alert_rules.rule_specs()}
+    for spec in alert_rules.rule_specs():
         rule = grafana.rules[spec.uid]
-        assert (rule["folderUID"], rule["ruleGroup"], rule["labels"]["kind"]) == (common.FOLDER_UID, alerting.RULE_GROUP, spec.kind)
+        assert (rule["folderUID"], rule["ruleGroup"], rule["labels"]["kind"]) == (common.FOLDER_UID, alert_rules.RULE_GROUP, spec.kind)
         assert rule["data"][0]["model"]["rawSql"] == spec.sql
-    assert grafana.contact_points[alerting.CONTACT_UID]["settings"]["url"] == alerting.PLACEHOLDER_URL
+    assert grafana.contact_points[alert_rules.CONTACT_UID]["settings"]["url"] == alert_rules.PLACEHOLDER_URL
     # our branch first; the organisation's root (receiver, grouping) kept
     assert grafana.policy["receiver"] == "grafana-default-email"
-    assert grafana.policy["routes"][0] == alerting.policy_route()
+    assert grafana.policy["routes"][0] == alert_rules.policy_route()
 
 
 def test_second_push_changes_nothing(grafana: FakeGrafana, boards: Path, settings: Any) -> None:
@@ -399,9 +399,9 @@ def drift(grafana: FakeGrafana) -> None:
     grafana.datasources[common.DATASOURCE_UID]["url"] = "elsewhere:5432"
     grafana.folders[common.FOLDER_UID]["title"] = "renamed"
     grafana.dashboards[common.DASHBOARD_UIDS["fleet"]]["meta"]["folderUid"] = ""
-    grafana.contact_points[alerting.CONTACT_UID]["settings"]["url"] = "http://other.invalid/"
-    grafana.rules[alerting.rule_specs()[0].uid]["for"] = "5m"
-    grafana.groups[common.FOLDER_UID, alerting.RULE_GROUP] = 10
+    grafana.contact_points[alert_rules.CONTACT_UID]["settings"]["url"] = "http://other.invalid/"
+    grafana.rules[alert_rules.rule_specs()[0].uid]["for"] = "5m"
+    grafana.groups[common.FOLDER_UID, alert_rules.RULE_GROUP] = 10
     grafana.policy["routes"][0]["group_by"] = ["alertname"]
 
 
@@ -412,12 +412,12 @@ def test_what_drifted_is_updated_and_nothing_else(grafana: FakeGrafana, boards: 
     got = actions(push.push(grafana.url, ADMIN, settings, dashboards_dir=boards))
     assert {k for k, v in got.items() if v == push.UPDATED} == {
         ("datasource", common.DATASOURCE_UID), ("folder", common.FOLDER_UID),
-        ("dashboard", common.DASHBOARD_UIDS["fleet"]), ("contact point", alerting.CONTACT_UID),
-        ("alert rule", alerting.rule_specs()[0].uid), ("rule group", alerting.RULE_GROUP),
+        ("dashboard", common.DASHBOARD_UIDS["fleet"]), ("contact point", alert_rules.CONTACT_UID),
+        ("alert rule", alert_rules.rule_specs()[0].uid), ("rule group", alert_rules.RULE_GROUP),
         ("notification policy", "app=replimon")}
     assert grafana.datasources[common.DATASOURCE_UID]["url"] == common.COMPOSE_PG["host"]
-    assert grafana.groups[common.FOLDER_UID, alerting.RULE_GROUP] == alerting.INTERVAL_S
-    assert grafana.policy["routes"] == [alerting.policy_route(),  # ours replaced, the other kept
+    assert grafana.groups[common.FOLDER_UID, alert_rules.RULE_GROUP] == alert_rules.INTERVAL_S
+    assert grafana.policy["routes"] == [alert_rules.policy_route(),  # ours replaced, the other kept
                                         {"receiver": "grafana-default-email", "object_matchers": [["team", "=", "db"]]}]
     assert set(actions(push.push(grafana.url, ADMIN, settings, dashboards_dir=boards)).values()) == {push.UNCHANGED}
 

@@ -1,0 +1,1 @@
+"""The four dashboards, one module each (docs/dashboards.md)."""
