@@ -552,8 +552,8 @@ class Bench:
 
     def __init__(self, args: argparse.Namespace, workdir: Path, broker: Any, pg_dsn: str) -> None:
         from replimon.config import load_settings
+        from replimon.store.schema import migrate
         from replimon.streaming.session import get_session
-        from replimon.streaming.sinks.postgres import migrate
 
         self.args, self.workdir, self.broker, self.dsn = args, workdir, broker, pg_dsn
         migrate(pg_dsn)

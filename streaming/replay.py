@@ -32,10 +32,12 @@ def replay(settings: Any, from_ms: int, to_ms: int, *, groups: Sequence[str] | N
            stop: threading.Event | None = None, checkpoints_of: str | None = "live") -> ReplayResult:
     """Replay ``[from_ms, to_ms)``; returns when the window is done (the query ends by itself).
     ``progress(read, total)`` is called as micro-batches complete."""
+    from replimon.store.reads import RunReader
+    from replimon.store.schema import migrate
     from replimon.streaming.processor import REPLAY
     from replimon.streaming.runner import start_query
     from replimon.streaming.session import get_session
-    from replimon.streaming.sinks.postgres import PostgresSink, migrate
+    from replimon.streaming.sinks.postgres import PostgresSink
 
     window, start = plan(settings, from_ms, to_ms, groups=groups, state_from=state_from,
                          checkpoints_of=checkpoints_of)
@@ -93,7 +95,7 @@ def replay(settings: Any, from_ms: int, to_ms: int, *, groups: Sequence[str] | N
         status = "stopped" if stop and stop.is_set() else "done"
     finally:
         result.seconds = time.monotonic() - started
-        result.alerts = pg.alert_count() if status == "done" else 0
+        result.alerts = RunReader(settings.postgres.dsn, run_id).alert_count() if status == "done" else 0
         params["records_read"] = result.records_read
         pg.record_run(params, status)
         pg.close()

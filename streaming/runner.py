@@ -149,8 +149,9 @@ def run(settings: Any, *, run_id: str = "live", replay: bool = False, api: str =
         observers: list[Callable[[BatchResult], None]] | None = None,
         stop_event: threading.Event | None = None) -> int:
     """Run until stopped (live) or until the input is consumed (replay); 0 on a clean stop."""
+    from replimon.store.schema import migrate
     from replimon.streaming.session import get_session
-    from replimon.streaming.sinks.postgres import PostgresSink, migrate
+    from replimon.streaming.sinks.postgres import PostgresSink
 
     applied = migrate(settings.postgres.dsn)
     if applied:

@@ -497,7 +497,7 @@ def test_the_simulators_faults_raise_exactly_their_alerts(tmp_path: Path, capsys
 @pytest.fixture
 def empty_database(postgres: Any) -> Iterator[str]:
     """A new database with replimon's migrations applied (so no other test's 'live' rows)."""
-    from replimon.streaming.sinks.postgres import migrate
+    from replimon.store.schema import migrate
 
     name = f"compose_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:

@@ -1,6 +1,6 @@
 """What a validation leaves behind: ``dq_results`` rows and DATA_QUALITY_FAILED alerts.
 
-One ``dq_results`` row per expectation evaluated (``streaming/migrations/002_dashboards.sql``:
+One ``dq_results`` row per expectation evaluated (``replimon/store/migrations/002_dashboards.sql``:
 run, batch, suite, expectation, when, success, rows evaluated, rows unexpected, details with the
 arguments, the observed value and sample rows). One DATA_QUALITY_FAILED alert (warning, data) per
 expectation that failed because of the data (an expectation that raised is a bug of ours, logged
@@ -11,8 +11,9 @@ records give the same id, live or replay.
 
 Exactly once: `write_results` writes a validation's rows and alerts in one transaction that first
 advances its own guard row in ``pipeline_batches`` (pipeline ``<the job's pipeline>:quality``)
-to the batch id, only if that is higher, exactly as ``PostgresSink.write_batch`` does for the
-batch itself (docs/postgres.md). A retried batch that was validated before finds the guard at
+to the batch id, only if that is higher, with the statement the streaming job's sink uses for
+the batch itself (``replimon.store.writes.ADVANCE``, docs/postgres.md); its alerts are stored
+with the sink's alert insert too. A retried batch that was validated before finds the guard at
 its id and writes nothing; all rows are keyed by facts besides (``dq_results`` by run, batch,
 suite and expectation; alerts by run, id and status) and inserted ``ON CONFLICT DO NOTHING``.
 """
@@ -20,7 +21,6 @@ suite and expectation; alerts by run, id and status) and inserted ``ON CONFLICT 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -30,11 +30,12 @@ from replimon.core.alerts import FIRING, Alert, alert_id
 from replimon.quality.derive import row_key
 from replimon.quality.engine import Outcome
 from replimon.quality.suites import spec_of_name
+from replimon.store.runs import last_batch_id
+from replimon.store.values import ts_from_ms
+from replimon.store.writes import ADVANCE, INSERT_ALERT, alert_row
 
 KIND = "DATA_QUALITY_FAILED"
 GUARD_SUFFIX = ":quality"
-
-# The batch sink's guard statement (ADVANCE), on another pipeline.
 
 _DQ = """
 INSERT INTO dq_results (run_id, batch_id, suite, expectation, ts, success, evaluated, unexpected,
@@ -45,10 +46,6 @@ ON CONFLICT (run_id, batch_id, suite, expectation) DO NOTHING"""
 
 def guard_pipeline(pipeline: str) -> str:
     return pipeline + GUARD_SUFFIX
-
-
-def _when(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, UTC)
 
 
 def _shown(sample: dict[str, Any], columns: list[str]) -> str:
@@ -82,7 +79,7 @@ def alerts_for(outcomes: Sequence[Outcome], now_ms: int) -> list[dict[str, Any]]
 
 
 def dq_rows(run_id: str, batch_id: int, outcomes: Sequence[Outcome], now_ms: int) -> list[tuple[Any, ...]]:
-    ts = _when(now_ms)
+    ts = ts_from_ms(now_ms)
     return [(run_id, batch_id, o.suite, o.expectation, ts, o.success, o.evaluated, o.unexpected,
              Jsonb(o.details)) for o in outcomes]
 
@@ -91,8 +88,6 @@ def write_results(dsn: str, run_id: str, pipeline: str, batch_id: int, outcomes:
                   alerts: Sequence[dict[str, Any]], now_ms: int) -> bool:
     """Write one validation (module docstring); False: this batch was validated and written
     before (a retry), nothing written."""
-    from replimon.streaming.sinks.postgres import ADVANCE, INSERT_ALERT, alert_row
-
     rows = dq_rows(run_id, batch_id, outcomes, now_ms)
     alert_rows = [alert_row(a, run_id, batch_id) for a in alerts]
     with psycopg.connect(dsn, autocommit=True, connect_timeout=10,
@@ -111,6 +106,5 @@ def write_results(dsn: str, run_id: str, pipeline: str, batch_id: int, outcomes:
 def validated_before(dsn: str, run_id: str, pipeline: str, batch_id: int) -> bool:
     """True when the quality guard of ``pipeline`` is at or past ``batch_id``."""
     with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
-        row = conn.execute("SELECT last_batch_id FROM pipeline_batches WHERE run_id = %s AND pipeline = %s",
-                           (run_id, guard_pipeline(pipeline))).fetchone()
-    return row is not None and int(row[0]) >= batch_id
+        last = last_batch_id(conn, run_id, guard_pipeline(pipeline))
+    return last is not None and last >= batch_id

@@ -1,7 +1,7 @@
-"""``replimon diff RUN_A RUN_B``: what two stored runs disagree on (issue 6, item 2).
+"""``replimon diff RUN_A RUN_B``: what two stored runs disagree on (docs/report.md).
 
-A replay is deterministic (SPEC section 5: the same history gives the same alert ids, live or
-replay), so two runs over the same events must agree on every alert and every group's final
+A replay is deterministic (docs/rules.md "Alert records": the same history gives the same alert
+ids, live or replay), so two runs over the same events must agree on every alert and every group's final
 state. `diff_runs` reads both runs from PostgreSQL and reports:
 
 - alerts only in A, only in B, and alerts under the same ``alert_id`` whose compared fields
@@ -40,8 +40,10 @@ from typing import Any
 
 import psycopg
 
-from replimon.replay import MAX_MS, evidence_line, iso, require_run
-from replimon.streaming.sinks.postgres import ms_from_ts, ts_from_ms
+from replimon.replay import evidence_line, iso
+from replimon.store.reads import alerts, group_snapshots
+from replimon.store.runs import require_run
+from replimon.store.values import ms_from_ts
 
 ALERT_FIELDS = ("group", "kind", "severity", "category", "instance", "node", "event_ts_ms",
                 "evidence")
@@ -158,32 +160,18 @@ def _ms(t: int | datetime) -> int:
 
 def _read_alerts(conn: psycopg.Connection[Any], run_id: str,
                  window: tuple[int, int] | None) -> dict[str, Alert]:
-    sql = ("SELECT alert_id, status, group_id, kind, severity, category, instance, node, event_ts,"
-           " evidence FROM alerts WHERE run_id = %s")
-    params: list[Any] = [run_id]
-    if window is not None:
-        if window[0] > 0:
-            sql += " AND event_ts >= %s"
-            params.append(ts_from_ms(window[0]))
-        if window[1] <= MAX_MS:  # beyond: no upper bound (the CLI's open end is 2**62)
-            sql += " AND event_ts < %s"
-            params.append(ts_from_ms(window[1]))
+    """A run's alerts by alert id, each with its rows by status (the compared fields only)."""
     out: dict[str, Alert] = {}
-    for (alert_id, status, group, kind, severity, category, instance, node, event_ts,
-         evidence) in conn.execute(sql + " ORDER BY event_ts, alert_id, status", params):
-        a = out.setdefault(alert_id, {"alert_id": alert_id, "group": group, "kind": kind,
-                                      "rows": {}})
-        a["rows"][status] = {"group": group, "kind": kind, "severity": severity,
-                             "category": category, "instance": instance, "node": node,
-                             "event_ts_ms": ms_from_ts(event_ts), "evidence": evidence}
+    for row in alerts(conn, run_id, window=window):
+        a = out.setdefault(row["alert_id"], {"alert_id": row["alert_id"], "group": row["group"],
+                                             "kind": row["kind"], "rows": {}})
+        a["rows"][row["status"]] = {name: row[name] for name in ALERT_FIELDS}
     return out
 
 
 def _read_states(conn: psycopg.Connection[Any], run_id: str) -> dict[str, dict[str, Any]]:
-    rows = conn.execute("SELECT group_id, snapshot FROM group_state WHERE run_id = %s",
-                        (run_id,))
     return {g: {k: v for k, v in snap.items() if k not in IGNORED_SNAPSHOT_KEYS}
-            for g, snap in rows}
+            for g, snap in group_snapshots(conn, run_id).items()}
 
 
 # -- comparing -------------------------------------------------------------------------------------

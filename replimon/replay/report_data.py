@@ -1,4 +1,5 @@
-"""What a run report shows, read from PostgreSQL (``replimon.replay.report`` renders it).
+"""What a run report shows (``replimon.replay.report`` renders it), read from PostgreSQL through
+``replimon.store.report_reads``.
 
 `load_run` reads one run with a bounded number of queries whatever the fleet size: aggregates for
 the summary (alerts by kind, affected groups, latency per kind, data quality per expectation) and
@@ -20,22 +21,29 @@ Definitions (docs/report.md):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import psycopg
 
-from replimon.replay import LIVE_RUN, require_run
-from replimon.streaming.sinks.postgres import ms_from_ts
+from replimon.store.report_reads import (
+    affected_groups,
+    alert_kinds,
+    alert_latency,
+    dead_letter_rows,
+    dq_summaries,
+    event_span,
+    group_alerts,
+    group_points,
+    node_points,
+    notable_alerts,
+    run_totals,
+)
+from replimon.store.runs import LIVE_RUN, replay_run, require_run
 
 MAX_TIMELINES = 50
 MAX_ALERT_ROWS = 1000
 MAX_DEAD_LETTERS = 20
 NOTABLE = ("critical", "warning")
-
-
-def _ms(ts: datetime | None) -> int | None:
-    return ms_from_ts(ts)
 
 
 @dataclass
@@ -132,158 +140,37 @@ class RunData:
     severities: dict[str, int] = field(default_factory=dict)
 
 
-_ALERT_SELECT = """SELECT alert_id, status, group_id, kind, severity, category, instance, node,
-    event_ts, detected_ts, inserted_at, message, evidence FROM alerts"""
-
-
-def _alert(row: tuple[Any, ...]) -> AlertRow:
-    (alert_id, status, group, kind, severity, category, instance, node, event_ts, detected_ts,
-     inserted_at, message, evidence) = row
-    return AlertRow(alert_id, status, group, kind, severity, category, instance, node,
-                    _ms(event_ts) or 0, _ms(detected_ts) or 0, _ms(inserted_at) or 0, message,
-                    list(evidence or []))
-
-
-def _replay_row(conn: psycopg.Connection[Any], run_id: str) -> dict[str, Any] | None:
-    row = conn.execute("SELECT started_at, finished_at, params, status FROM replay_runs"
-                       " WHERE run_id = %s", (run_id,)).fetchone()
-    if row is None:
-        return None
-    return {"started_ms": _ms(row[0]), "finished_ms": _ms(row[1]), "params": dict(row[2] or {}),
-            "status": row[3]}
-
-
-def _span(conn: psycopg.Connection[Any], run_id: str) -> tuple[int, int] | None:
-    lo, hi = conn.execute("""
-        SELECT least((SELECT min(event_ts) FROM alerts WHERE run_id = %(r)s),
-                     (SELECT min(ts) FROM group_timeseries WHERE run_id = %(r)s),
-                     (SELECT min(last_ts) FROM node_timeseries WHERE run_id = %(r)s)),
-               greatest((SELECT max(event_ts) FROM alerts WHERE run_id = %(r)s),
-                        (SELECT max(ts) FROM group_timeseries WHERE run_id = %(r)s),
-                        (SELECT max(clock_ts) FROM group_state WHERE run_id = %(r)s))""",
-                          {"r": run_id}).fetchone() or (None, None)
-    return None if lo is None or hi is None else (_ms(lo) or 0, _ms(hi) or 0)
-
-
-def _kinds(conn: psycopg.Connection[Any], run_id: str) -> list[KindCount]:
-    rows = conn.execute("""
-        SELECT kind, min(severity), min(category), count(DISTINCT alert_id),
-               count(DISTINCT alert_id) FILTER (WHERE status = 'resolved')
-        FROM alerts WHERE run_id = %s GROUP BY kind""", (run_id,)).fetchall()
-    order = {"critical": 0, "warning": 1, "info": 2}
-    out = [KindCount(*r) for r in rows]
-    out.sort(key=lambda k: (order.get(k.severity, 3), -k.alerts, k.kind))
-    return out
-
-
-def _affected(conn: psycopg.Connection[Any], run_id: str) -> list[Affected]:
-    rows = conn.execute("""
-        SELECT group_id,
-               count(DISTINCT alert_id) FILTER (WHERE severity = 'critical'),
-               count(DISTINCT alert_id) FILTER (WHERE severity = 'warning'),
-               min(event_ts), array_agg(DISTINCT kind ORDER BY kind)
-        FROM alerts WHERE run_id = %s AND severity IN ('critical', 'warning')
-        GROUP BY group_id
-        ORDER BY 2 DESC, 3 DESC, 4, 1""", (run_id,)).fetchall()
-    return [Affected(g, c, w, _ms(first) or 0, list(kinds)) for g, c, w, first, kinds in rows]
-
-
-def _timelines(conn: psycopg.Connection[Any], run_id: str, groups: list[str]) -> list[Timeline]:
-    if not groups:
-        return []
-    alerts: dict[str, list[AlertRow]] = {g: [] for g in groups}
-    for row in conn.execute(_ALERT_SELECT + " WHERE run_id = %s AND group_id = ANY(%s)"
-                            " ORDER BY event_ts, alert_id, status", (run_id, groups)):
-        alerts[row[2]].append(_alert(row))
-    points: dict[str, list[dict[str, Any]]] = {g: [] for g in groups}
-    cur = conn.execute("""
-        SELECT group_id, ts, decided, executed_majority, effective_horizon, event_horizon,
-               members, pending, active_start, active_config, pending_configs
-        FROM group_timeseries WHERE run_id = %s AND group_id = ANY(%s) ORDER BY group_id, ts""",
-                       (run_id, groups))
-    names = [d.name for d in cur.description or []]
-    for row in cur:
-        p = dict(zip(names, row, strict=True))
-        p["ts"] = _ms(p["ts"])
-        points[p.pop("group_id")].append(p)
-    nodes: dict[str, dict[str, list[dict[str, Any]]]] = {g: {} for g in groups}
-    cur = conn.execute("""
-        SELECT group_id, node_id, ts, member, decided, executed, last_ts, heartbeat_age_ms, silent
-        FROM node_timeseries WHERE run_id = %s AND group_id = ANY(%s)
-        ORDER BY group_id, node_id, ts""", (run_id, groups))
-    names = [d.name for d in cur.description or []]
-    for row in cur:
-        p = dict(zip(names, row, strict=True))
-        p["ts"], p["last_ts"] = _ms(p["ts"]), _ms(p["last_ts"])
-        nodes[p.pop("group_id")].setdefault(p.pop("node_id"), []).append(p)
-    return [Timeline(g, alerts[g], points[g], nodes[g]) for g in groups]
-
-
-def _latency(conn: psycopg.Connection[Any], run_id: str) -> list[Latency]:
-    # Firing rows only: a resolved row's detection is the resolution, not the alert's detection.
-    rows = conn.execute("""
-        SELECT kind, count(*),
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM detected_ts - event_ts)),
-               max(extract(epoch FROM detected_ts - event_ts)),
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM inserted_at - event_ts)),
-               max(extract(epoch FROM inserted_at - event_ts))
-        FROM alerts WHERE run_id = %s AND status = 'firing' GROUP BY kind ORDER BY kind""",
-                        (run_id,)).fetchall()
-
-    def ms(v: Any) -> float | None:
-        return None if v is None else round(float(v) * 1000, 1)
-
-    return [Latency(kind, n, ms(med), None if mx is None else round(float(mx) * 1000),
-                    ms(wmed), None if wmx is None else round(float(wmx) * 1000))
-            for kind, n, med, mx, wmed, wmx in rows]
-
-
-def _dq(conn: psycopg.Connection[Any], run_id: str) -> list[DqSummary]:
-    rows = conn.execute("""
-        SELECT suite, expectation, count(*), count(*) FILTER (WHERE NOT success),
-               sum(evaluated), sum(unexpected), min(ts), max(ts),
-               (SELECT d.details FROM dq_results d WHERE d.run_id = q.run_id AND d.suite = q.suite
-                  AND d.expectation = q.expectation AND NOT d.success ORDER BY d.ts DESC LIMIT 1)
-        FROM dq_results q WHERE run_id = %s
-        GROUP BY run_id, suite, expectation ORDER BY 4 DESC, 1, 2""", (run_id,)).fetchall()
-    return [DqSummary(s, e, n, f, None if ev is None else int(ev), None if un is None else int(un),
-                      _ms(t0), _ms(t1), details) for s, e, n, f, ev, un, t0, t1, details in rows]
-
-
 def load_run(dsn: str, run_id: str, *, max_timelines: int = MAX_TIMELINES,
              max_alert_rows: int = MAX_ALERT_ROWS) -> RunData:
     """Everything the report of ``run_id`` shows; ValueError for a run PostgreSQL does not know."""
     with psycopg.connect(dsn) as conn:
         require_run(conn, run_id)
-        groups, events = conn.execute(
-            "SELECT count(*), sum((snapshot->'counts'->>'events')::bigint) FROM group_state"
-            " WHERE run_id = %s", (run_id,)).fetchone() or (0, None)
-        batches, records = conn.execute(
-            "SELECT count(*), sum(input_rows) FROM pipeline_metrics WHERE run_id = %s",
-            (run_id,)).fetchone() or (0, None)
-        (dead,) = conn.execute("SELECT count(*) FROM dead_letters WHERE run_id = %s",
-                               (run_id,)).fetchone() or (0,)
-        dead_rows = [{"topic": t, "partition": p, "offset": o, "reason": r, "kafka_ms": _ms(k)}
-                     for t, p, o, r, k in conn.execute(
-                         'SELECT topic, partition, "offset", reason, kafka_ts FROM dead_letters'
-                         ' WHERE run_id = %s ORDER BY kafka_ts, topic, partition, "offset" LIMIT %s',
-                         (run_id, MAX_DEAD_LETTERS))]
-        affected = _affected(conn, run_id)
+        totals = run_totals(conn, run_id)
+        affected = [Affected(*a) for a in affected_groups(conn, run_id)]
         notable_total = sum(a.critical + a.warning for a in affected)
-        notable = [_alert(r) for r in conn.execute(
-            _ALERT_SELECT + " WHERE run_id = %s AND status = 'firing' AND severity IN"
-            " ('critical', 'warning') ORDER BY event_ts, alert_id LIMIT %s",
-            (run_id, max_alert_rows))]
-        kinds = _kinds(conn, run_id)
+        notable = [AlertRow(**r) for r in notable_alerts(conn, run_id, max_alert_rows)]
+        order = {"critical": 0, "warning": 1, "info": 2}
+        kinds = [KindCount(*k) for k in alert_kinds(conn, run_id)]
+        kinds.sort(key=lambda k: (order.get(k.severity, 3), -k.alerts, k.kind))
+        drawn = [a.group for a in affected[:max_timelines]]
+        alerts, points = group_alerts(conn, run_id, drawn), group_points(conn, run_id, drawn)
+        nodes = node_points(conn, run_id, drawn)
+        latency = [Latency(kind, n, None if med is None else round(med, 1),
+                           None if mx is None else round(mx),
+                           None if wmed is None else round(wmed, 1),
+                           None if wmx is None else round(wmx))
+                   for kind, n, med, mx, wmed, wmx in alert_latency(conn, run_id)]
         data = RunData(
-            run_id=run_id, live=run_id == LIVE_RUN, replay=_replay_row(conn, run_id),
-            groups=int(groups), events=None if events is None else int(events),
-            records_read=None if records is None else int(records), batches=int(batches),
-            dead_letters=int(dead), dead_letter_rows=dead_rows, span=_span(conn, run_id),
-            kinds=kinds, affected=affected,
-            timelines=_timelines(conn, run_id, [a.group for a in affected[:max_timelines]]),
-            notable_alerts=notable, notable_total=notable_total, latency=_latency(conn, run_id),
-            dq=_dq(conn, run_id), max_timelines=max_timelines, max_alert_rows=max_alert_rows)
+            run_id=run_id, live=run_id == LIVE_RUN, replay=replay_run(conn, run_id),
+            groups=totals.groups, events=totals.events, records_read=totals.records_read,
+            batches=totals.batches, dead_letters=totals.dead_letters,
+            dead_letter_rows=dead_letter_rows(conn, run_id, MAX_DEAD_LETTERS),
+            span=event_span(conn, run_id), kinds=kinds, affected=affected,
+            timelines=[Timeline(g, [AlertRow(**r) for r in alerts[g]], points[g], nodes[g])
+                       for g in drawn],
+            notable_alerts=notable, notable_total=notable_total, latency=latency,
+            dq=[DqSummary(*d) for d in dq_summaries(conn, run_id)], max_timelines=max_timelines,
+            max_alert_rows=max_alert_rows)
     for k in kinds:
         data.severities[k.severity] = data.severities.get(k.severity, 0) + k.alerts
     return data

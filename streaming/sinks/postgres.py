@@ -1,17 +1,17 @@
-"""PostgreSQL sink (SPEC section 6): alerts, group and node state, time series, dead letters and
-pipeline metrics, written once per micro-batch with an exactly-once effect.
+"""The streaming job's PostgreSQL writer: alerts, group and node state, time series, dead letters
+and pipeline metrics of each micro-batch, written once with an exactly-once effect.
 
 Guarantee: `PostgresSink.write_batch` writes a micro-batch in one transaction that first advances
 ``pipeline_batches(run_id, pipeline).last_batch_id`` to the batch id, and only if the batch id is
-higher than the one stored (SPARK-NOTES "Exactly-once effects"). Spark's ``foreachBatch`` is
+higher than the one stored (``replimon.store.writes.ADVANCE``). Spark's ``foreachBatch`` is
 at-least-once: a retried batch (same id) or an older one is skipped and writes nothing; a batch
 that fails half-way leaves nothing and can be retried. All rows are keyed by facts of the history
 (alert id and status, group, group clock, Kafka offset), so even without the guard a re-run of the
-same events gives the same keys. Tables, keys and conventions: docs/postgres.md.
+same events gives the same keys (docs/postgres.md "Exactly-once effect").
 
-`migrate` applies the versioned SQL files of ``replimon/streaming/migrations`` (``NNN_name.sql``)
-that are not yet in ``schema_migrations``, all in one transaction under an advisory lock, so
-concurrent starters apply each migration exactly once.
+Only the writing is here. The schema and `migrate`, the value conversions, the guard and alert
+statements (shared with the data-quality results writer) and every read of the stored runs are
+the PostgreSQL store's, ``replimon.store`` (docs/postgres.md "Where each part lives").
 """
 
 from __future__ import annotations
@@ -19,100 +19,26 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime, timedelta
-from importlib import resources
+from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
 
-LIVE_RUN = "live"
-DEFAULT_PIPELINE = "monitor"
-# pg_advisory_xact_lock key of the migrations: any constant shared by all replimon processes.
-MIGRATION_LOCK = 0x7265706C696D6F6E  # b"replimon"
-_MIGRATION_FILE = re.compile(r"^(\d+)_(\w+)\.sql$")
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+from replimon.store.runs import DEFAULT_PIPELINE, LIVE_RUN, last_batch_id
+from replimon.store.schema import migrate
+from replimon.store.values import nonneg, ts_from_ms
+from replimon.store.writes import ADVANCE, INSERT_ALERT, alert_row
+
 _T = TypeVar("_T")
 
 
-# -- migrations ------------------------------------------------------------------------------------
-def migrations() -> list[tuple[int, str, str]]:
-    """The shipped migrations as (version, name, sql), by version."""
-    out = []
-    for entry in resources.files("replimon.streaming").joinpath("migrations").iterdir():
-        match = _MIGRATION_FILE.match(entry.name)
-        if match:
-            out.append((int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))
-    out.sort()
-    versions = [v for v, _, _ in out]
-    if len(set(versions)) != len(versions):
-        raise RuntimeError(f"duplicate migration versions: {versions}")
-    return out
-
-
-def migrate(dsn: str) -> list[int]:
-    """Apply the pending migrations; return the versions applied now (empty: schema up to date).
-
-    Idempotent and safe to run from many processes at once: everything happens in one
-    transaction holding ``pg_advisory_xact_lock(MIGRATION_LOCK)``; a failing migration rolls back
-    all of this call's migrations.
-    """
-    applied: list[int] = []
-    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-            " version integer PRIMARY KEY, name text NOT NULL,"
-            " applied_at timestamptz NOT NULL DEFAULT now())")
-        done = {v for (v,) in conn.execute("SELECT version FROM schema_migrations")}
-        for version, name, sql in migrations():
-            if version in done:
-                continue
-            # No parameters: psycopg sends the file as one simple query (many statements).
-            conn.execute(sql.encode())
-            conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                         (version, name))
-            applied.append(version)
-    return applied
-
-
-# -- value conversion ------------------------------------------------------------------------------
-def ts_from_ms(ms: int | float | datetime | None) -> datetime | None:
-    """Epoch milliseconds (or an aware datetime) as an aware UTC datetime; None and negative
-    (the monitor's "no time yet") give None."""
-    if ms is None:
-        return None
-    if isinstance(ms, datetime):
-        if ms.tzinfo is None:
-            raise ValueError(f"naive datetime {ms!r}: give epoch ms or an aware datetime")
-        return ms
-    if ms < 0:
-        return None
-    return EPOCH + timedelta(milliseconds=ms)
-
-
-def ms_from_ts(ts: datetime | None) -> int | None:
-    """The inverse of `ts_from_ms` (exact for millisecond times)."""
-    return None if ts is None else (ts - EPOCH) // timedelta(milliseconds=1)
-
-
-def _nonneg(x: int | None) -> int | None:
-    """A frontier, counter or protocol with the monitor's -1 for "none yet" mapped to NULL."""
-    return None if x is None or x < 0 else x
-
-
-def alert_row(a: Mapping[str, Any], run_id: str, batch_id: int) -> tuple[Any, ...]:
-    return (run_id, a["alert_id"], a["status"], a["group"], a["kind"], a["severity"],
-            a["category"], a.get("instance"), a.get("node"), ts_from_ms(a["event_ts_ms"]),
-            ts_from_ms(a["detected_ts_ms"]), a["message"], Jsonb(list(a.get("evidence") or [])),
-            batch_id)
-
-
+# -- rows ------------------------------------------------------------------------------------------
 def _group_row(s: Mapping[str, Any], run_id: str, batch_id: int) -> tuple[Any, ...]:
     active = s.get("active")
     return (run_id, s["group"], s["history"], s["trusted"], ts_from_ms(s.get("clock_ms")),
-            _nonneg(s.get("decided")),
+            nonneg(s.get("decided")),
             None if active is None else active["start"],
             None if active is None else active["event_horizon"],
             None if active is None else Jsonb(active["members"]),
@@ -123,9 +49,9 @@ def _group_row(s: Mapping[str, Any], run_id: str, batch_id: int) -> tuple[Any, .
 
 def _node_rows(s: Mapping[str, Any], run_id: str, batch_id: int) -> Iterable[tuple[Any, ...]]:
     for node, n in (s.get("nodes") or {}).items():
-        yield (run_id, s["group"], node, n["member"], _nonneg(n.get("executed")),
-               _nonneg(n.get("decided")), _nonneg(n.get("incarnation")),
-               _nonneg(n.get("protocol")), n.get("status") or None, ts_from_ms(n.get("last_ts_ms")),
+        yield (run_id, s["group"], node, n["member"], nonneg(n.get("executed")),
+               nonneg(n.get("decided")), nonneg(n.get("incarnation")),
+               nonneg(n.get("protocol")), n.get("status") or None, ts_from_ms(n.get("last_ts_ms")),
                Jsonb(list(n.get("suspects") or [])), n.get("effective_horizon"),
                bool(n.get("silent")), batch_id)
 
@@ -142,7 +68,7 @@ def _series_row(s: Mapping[str, Any], run_id: str) -> tuple[Any, ...] | None:
         return None
     active = s.get("active")
     pending = list(s.get("pending") or [])
-    return (run_id, s["group"], ts, _nonneg(s.get("decided")), s.get("executed_majority"),
+    return (run_id, s["group"], ts, nonneg(s.get("decided")), s.get("executed_majority"),
             s.get("effective_horizon"), None if active is None else active["event_horizon"],
             s.get("window_use"), s.get("window_fraction"),
             None if active is None else len(active["members"]), len(pending),
@@ -158,8 +84,8 @@ def _node_series_rows(s: Mapping[str, Any], run_id: str) -> Iterable[tuple[Any, 
     ts = ts_from_ms(clock)
     for node, n in (s.get("nodes") or {}).items():
         last = n.get("last_ts_ms")
-        yield (run_id, s["group"], node, ts, n["member"], _nonneg(n.get("decided")),
-               _nonneg(n.get("executed")), ts_from_ms(last),
+        yield (run_id, s["group"], node, ts, n["member"], nonneg(n.get("decided")),
+               nonneg(n.get("executed")), ts_from_ms(last),
                None if last is None or last < 0 else max(0, clock - last), bool(n.get("silent")))
 
 
@@ -173,22 +99,7 @@ def _dead_letter_row(d: Mapping[str, Any], run_id: str, batch_id: int) -> tuple[
 
 
 # -- statements ------------------------------------------------------------------------------------
-# ADVANCE (the exactly-once guard), INSERT_ALERT and alert_row are public: the data-quality hook
-# (replimon.quality.results) writes its alerts and its own guard row with the same statements.
-ADVANCE = """
-INSERT INTO pipeline_batches AS p (run_id, pipeline, last_batch_id, committed_at)
-VALUES (%s, %s, %s, now())
-ON CONFLICT (run_id, pipeline) DO UPDATE
-    SET last_batch_id = EXCLUDED.last_batch_id, committed_at = EXCLUDED.committed_at
-    WHERE p.last_batch_id < EXCLUDED.last_batch_id
-RETURNING last_batch_id"""
-
-INSERT_ALERT = """
-INSERT INTO alerts (run_id, alert_id, status, group_id, kind, severity, category, instance, node,
-                    event_ts, detected_ts, message, evidence, batch_id)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (run_id, alert_id, status) DO NOTHING"""
-
+# The guard (ADVANCE) and the alert insert are the store's: the data-quality writer uses them too.
 _GROUP = """
 INSERT INTO group_state AS g (run_id, group_id, history, trusted, clock_ts, decided, active_start,
                               active_event_horizon, members, pending, effective_horizon,
@@ -298,18 +209,6 @@ def _copy_upsert(cur: psycopg.Cursor[Any], stmt: str, rows: list[tuple[Any, ...]
 
 _METRIC_KEYS = ("ts", "duration_ms", "input_rows", "input_rows_per_s", "processed_rows_per_s",
                 "alerts", "dead_letters", "groups", "trigger_ms", "lag_records")
-_ALERT_COLUMNS = """alert_id, group_id, kind, severity, category, status, instance, node,
-                    event_ts, detected_ts, message, evidence"""
-
-
-def _alert_dict(row: tuple[Any, ...]) -> dict[str, Any]:
-    """A stored alert in the payload form of ``Alert.to_dict``."""
-    (alert_id, group, kind, severity, category, status, instance, node, event_ts, detected_ts,
-     message, evidence) = row
-    return {"alert_id": alert_id, "group": group, "kind": kind, "severity": severity,
-            "category": category, "status": status, "instance": instance, "node": node,
-            "event_ts_ms": ms_from_ts(event_ts), "detected_ts_ms": ms_from_ts(detected_ts),
-            "message": message, "evidence": evidence}
 
 
 # -- the sink --------------------------------------------------------------------------------------
@@ -441,14 +340,6 @@ class PostgresSink:
 
         self._call(write)
 
-    def alert_count(self) -> int:
-        """Alert rows of this run."""
-        def read(conn: psycopg.Connection[Any]) -> int:
-            row = conn.execute("SELECT count(*) FROM alerts WHERE run_id = %s", (self.run_id,)).fetchone()
-            return int(row[0]) if row else 0
-
-        return self._call(read)
-
     def write_metrics(self, batch_id: int, **metrics: Any) -> None:
         """Record a batch's metrics outside its transaction (e.g. from a StreamingQueryListener's
         progress event, which comes after the batch committed): ts (epoch ms or datetime; default
@@ -461,46 +352,12 @@ class PostgresSink:
         row = self._metric_row(batch_id, metrics)
         self._call(lambda conn: conn.execute(_METRICS, row))
 
-    # -- reading (tests, replay, reports) ------------------------------------------------------
-    def last_batch_id(self, run_id: str | None = None) -> int | None:
-        """The last committed batch of this pipeline for ``run_id`` (default: the sink's)."""
-        def read(conn: psycopg.Connection[Any]) -> int | None:
-            row = conn.execute(
-                "SELECT last_batch_id FROM pipeline_batches WHERE run_id = %s AND pipeline = %s",
-                (run_id or self.run_id, self.pipeline)).fetchone()
-            return None if row is None else int(row[0])
-        return self._call(read)
+    # -- where this sink stands ------------------------------------------------------------------
+    def last_batch_id(self) -> int | None:
+        """The last batch this sink's pipeline committed for its run (its guard; None: none yet):
+        the batch writer skips re-sending a batch to Kafka that PostgreSQL already holds."""
+        return self._call(lambda conn: last_batch_id(conn, self.run_id, self.pipeline))
 
-    def alerts(self, run_id: str | None = None) -> list[dict[str, Any]]:
-        """Every stored alert row of a run as ``Alert.to_dict`` payloads, by event time."""
-        def read(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
-            rows = conn.execute(
-                f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE run_id = %s"
-                " ORDER BY event_ts, alert_id, status", (run_id or self.run_id,)).fetchall()
-            return [_alert_dict(r) for r in rows]
-        return self._call(read)
-
-    def firing_alerts(self, run_id: str | None = None) -> list[dict[str, Any]]:
-        """Alerts firing now: a firing row without a resolved row, by event time."""
-        def read(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
-            rows = conn.execute(
-                f"SELECT {_ALERT_COLUMNS} FROM alerts f WHERE f.run_id = %s"
-                " AND f.status = 'firing' AND NOT EXISTS (SELECT 1 FROM alerts r"
-                "  WHERE r.run_id = f.run_id AND r.alert_id = f.alert_id"
-                "  AND r.status = 'resolved')"
-                " ORDER BY event_ts, alert_id", (run_id or self.run_id,)).fetchall()
-            return [_alert_dict(r) for r in rows]
-        return self._call(read)
-
-    def alert_ids(self, run_id: str | None = None, status: str | None = None) -> set[str]:
-        """The alert ids stored for a run (optionally only rows of one status)."""
-        def read(conn: psycopg.Connection[Any]) -> set[str]:
-            rows = conn.execute(
-                "SELECT DISTINCT alert_id FROM alerts WHERE run_id = %s"
-                " AND (%s::text IS NULL OR status = %s::text)",
-                (run_id or self.run_id, status, status)).fetchall()
-            return {r[0] for r in rows}
-        return self._call(read)
 
 
 class PostgresBatchSink:

@@ -412,7 +412,7 @@ def test_alerts_for_failed_expectations() -> None:
 @pytest.mark.postgres
 def test_results_are_written_once(postgres: Any) -> None:
     from replimon.quality.results import alerts_for, validated_before, write_results
-    from replimon.streaming.sinks.postgres import migrate
+    from replimon.store.schema import migrate
 
     dsn = postgres.dsn
     migrate(dsn)

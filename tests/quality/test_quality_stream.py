@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from replimon.store.reads import RunReader
 from tests.support import (
     batch_frame,
     headers,
@@ -74,8 +75,8 @@ def _dq(dsn: str, run_id: str) -> list[dict[str, Any]]:
     return [dict(zip(keys, r, strict=True)) for r in rows]
 
 
-def _dq_alerts(pg: Any, run_id: str) -> list[dict[str, Any]]:
-    return [a for a in pg.alerts(run_id) if a["kind"] == "DATA_QUALITY_FAILED"]
+def _dq_alerts(dsn: str, run_id: str) -> list[dict[str, Any]]:
+    return [a for a in RunReader(dsn, run_id).alerts() if a["kind"] == "DATA_QUALITY_FAILED"]
 
 
 def quality(writer: Any) -> Any:
@@ -99,7 +100,7 @@ def test_the_hook_in_the_streaming_job(spark: Any, broker: Any, postgres: Any, t
     events, bad = bad_trace()
     publish(settings, events)
     run_id = f"dq-{uuid.uuid4().hex[:8]}"
-    pg, batches = replay(spark, settings, run_id, max_offsets=len(events) // 2 + 1)
+    _, batches = replay(spark, settings, run_id, max_offsets=len(events) // 2 + 1)
     dsn = settings.postgres.dsn
     assert len(batches) >= 2
     rows = _dq(dsn, run_id)
@@ -129,7 +130,7 @@ def test_the_hook_in_the_streaming_job(spark: Any, broker: Any, postgres: Any, t
     assert all(bound < s["clock_offset_ms"] <= AHEAD_MS + 5_000 for s in samples), samples
 
     # One DATA_QUALITY_FAILED alert per failed expectation and batch, naming it, with evidence.
-    alerts = _dq_alerts(pg, run_id)
+    alerts = _dq_alerts(dsn, run_id)
     assert len(alerts) == sum(1 for r in rows if not r["success"])
     for a in alerts:
         assert (a["severity"], a["category"], a["status"]) == ("warning", "data", "firing")
@@ -143,7 +144,6 @@ def test_the_hook_in_the_streaming_job(spark: Any, broker: Any, postgres: Any, t
     dq = {(d.suite, d.expectation): d for d in load_run(dsn, run_id).dq}
     assert set(dq) == {(r["suite"], r["expectation"]) for r in rows}
     assert dq[SEQ].failures == 1 and dq[CLOCK].failures >= 1
-    pg.close()
 
     # Spark retries a batch: the writer runs it again. A second run id over the same checkpoint
     # (the same input offsets) sees batch 0 written, then retried.
@@ -165,11 +165,11 @@ def test_the_hook_in_the_streaming_job(spark: Any, broker: Any, postgres: Any, t
                 monkeypatch.undo()
                 writer = writer_for(settings, run2, sink, ckpt)  # the restarted job
             writer(_frame(first), first.batch_id)
-            once = (_dq(dsn, run2), _dq_alerts(sink, run2))
+            once = (_dq(dsn, run2), _dq_alerts(dsn, run2))
             writer(_frame(first), first.batch_id)  # the retry
             quality(writer).last_time = None  # due again however the cadence is set
             writer(_frame(first), first.batch_id)
-            assert (_dq(dsn, run2), _dq_alerts(sink, run2)) == once
+            assert (_dq(dsn, run2), _dq_alerts(dsn, run2)) == once
         assert [(r["suite"], r["expectation"], r["success"], r["unexpected"]) for r in once[0]] == [
             (r["suite"], r["expectation"], r["success"], r["unexpected"]) for r in rows if r["batch_id"] == first.batch_id]
         assert len(once[1]) == sum(1 for r in once[0] if not r["success"])

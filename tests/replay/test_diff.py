@@ -1,4 +1,4 @@
-"""``replimon.replay.diff.diff_runs`` (issue 6, item 2) on the end-to-end run's tables.
+"""``replimon.replay.diff.diff_runs`` (docs/report.md) on the end-to-end run's tables.
 
 A run compared with itself agrees. A second run is made from the e2e run's rows (plain SQL into
 the real tables, under a run id of its own) and then changed in known ways: one alert removed,
@@ -20,7 +20,8 @@ import psycopg
 import pytest
 
 from replimon.replay.diff import RunDiff, diff_runs
-from replimon.streaming.sinks.postgres import ms_from_ts
+from replimon.store.reads import RunReader
+from replimon.store.values import ms_from_ts
 from tests.support import copy_run, delete_run
 
 pytestmark = [pytest.mark.broker, pytest.mark.postgres, pytest.mark.timeout(900)]
@@ -32,12 +33,6 @@ def scratch_runs(e2e: Any) -> Iterator[list[str]]:
     yield runs
     for run in runs:
         delete_run(e2e.settings.postgres.dsn, run)
-
-
-def alert_ids(dsn: str, run: str) -> set[str]:
-    with psycopg.connect(dsn) as conn:
-        return {r[0] for r in conn.execute("SELECT DISTINCT alert_id FROM alerts WHERE run_id = %s",
-                                           (run,))}
 
 
 def test_a_run_is_the_same_as_itself(e2e: Any) -> None:
@@ -139,7 +134,7 @@ def test_differences_are_reported_exactly(e2e: Any, scratch_runs: list[str]) -> 
     assert [g.group for g in result.groups_changed] == [m["group"]]
     assert [d["path"] for d in result.groups_changed[0].differences] == ["decided"]
     assert not result.groups_only_a and not result.groups_only_b
-    n = len(alert_ids(dsn, run))
+    n = len(RunReader(dsn, run).alert_ids())
     assert result.counts["a"]["alerts"] == n and result.counts["b"]["alerts"] == n
     assert result.counts["identical_alerts"] == n - 3  # removed, evidence, unresolved
 

@@ -1,4 +1,4 @@
-"""Replays for postmortems (issue 6): ``replimon replay --from --to`` over the real broker, Spark
+"""Replays for postmortems (docs/replay.md): ``replimon replay --from --to`` over the real broker, Spark
 and PostgreSQL.
 
 One trace with faults is published and run through the job once as the "live" run would see it

@@ -35,6 +35,7 @@ import yaml
 
 from replimon.core.monitor import Monitor
 from replimon.embedded import free_port
+from replimon.store.reads import RunReader
 from tests.support import eventually, publish, settings_for, simulate
 
 pytestmark = [pytest.mark.slow, pytest.mark.broker, pytest.mark.postgres]
@@ -278,13 +279,7 @@ def test_spark_submit_on_standalone_cluster(standalone: Standalone, wheel_python
     assert f"master {standalone.url}" in out, out[-3000:]
     assert f"replimon from {wheel_root}" in out, out[-3000:]
 
-    from replimon.streaming.sinks.postgres import PostgresSink
-
-    pg = PostgresSink(settings.postgres.dsn, run_id=run_id)
-    try:
-        got = pg.alert_ids(run_id)
-    finally:
-        pg.close()
+    got = RunReader(settings.postgres.dsn, run_id).alert_ids()
     assert want, "the trace must raise alerts"
     assert got == want, (sorted(want - got), sorted(got - want))
 

@@ -173,14 +173,11 @@ def test_group_silence_inside_one_micro_batch(spark: Any, broker: Any, postgres:
     assert "GROUP_SILENT" in {a.kind for a in Monitor().run(events)}
     publish(settings, events)
     run_id = f"e2e-{uuid.uuid4().hex[:8]}"
-    pg, _ = replay(spark, settings, run_id)
-    try:
-        # The silence begins and ends inside the one micro-batch: the group's own event time
-        # fires it (streaming/processor.py, MonitorLogic.feed), as check's clock does.
-        assert "GROUP_SILENT" in {a["kind"] for a in pg.alerts(run_id)}
-        assert pg.alert_ids(run_id) == {a.alert_id for a in Monitor().run(events)}
-    finally:
-        pg.close()
+    stored, _ = replay(spark, settings, run_id)
+    # The silence begins and ends inside the one micro-batch: the group's own event time
+    # fires it (streaming/processor.py, MonitorLogic.feed), as check's clock does.
+    assert "GROUP_SILENT" in {a["kind"] for a in stored.alerts()}
+    assert stored.alert_ids() == {a.alert_id for a in Monitor().run(events)}
 
 
 @pytest.mark.slow
@@ -195,13 +192,10 @@ def test_micro_batches_cut_by_offsets_lose_no_events(spark: Any, broker: Any, po
     assert not problems([a.to_dict() for a in Monitor().run(events)])
     publish(settings, events)
     run_id = f"e2e-{uuid.uuid4().hex[:8]}"
-    pg, batches = replay(spark, settings, run_id, max_offsets=5_000)
-    try:
-        assert len(batches) >= -(-len(events) // 5_000)  # several capped micro-batches
-        assert not problems(pg.alerts(run_id))
-        assert pg.alert_ids(run_id) == {a.alert_id for a in Monitor().run(events)}
-    finally:
-        pg.close()
+    stored, batches = replay(spark, settings, run_id, max_offsets=5_000)
+    assert len(batches) >= -(-len(events) // 5_000)  # several capped micro-batches
+    assert not problems(stored.alerts())
+    assert stored.alert_ids() == {a.alert_id for a in Monitor().run(events)}
 
 
 def test_metrics_and_time_series_are_written(e2e: E2E) -> None:

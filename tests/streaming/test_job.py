@@ -36,12 +36,12 @@ def test_replay_equals_check_and_dead_letters_reconcile(spark: Any, broker: Any,
     expected = Monitor().run(events)
     run_id = f"test-{uuid.uuid4().hex[:8]}"
     started = time.monotonic()
-    pg, batches = replay(spark, settings, run_id)
+    stored, batches = replay(spark, settings, run_id)
     took = time.monotonic() - started
-    got = pg.alert_ids(run_id)
+    got = stored.alert_ids()
     want = {a.alert_id for a in expected}
     assert got == want, (sorted(k for k in want - got), sorted(k for k in got - want))
-    kinds = {a["kind"] for a in pg.alerts(run_id)}
+    kinds = {a["kind"] for a in stored.alerts()}
     assert {"BEYOND_HORIZON", "CAN_LEAVE_UNSAFE", "NODE_SILENT", "DIVERGENT_DECISION",
             "EXECUTION_REGRESSION", "EVENTS_LOST"} <= kinds
     dead = [d for b in batches for d in b.dead_letters]
@@ -50,7 +50,6 @@ def test_replay_equals_check_and_dead_letters_reconcile(spark: Any, broker: Any,
     latest = {s["group"]: s for b in batches for s in b.snapshots}
     processed = sum(s["counts"]["events"] for s in latest.values())
     assert processed + len(dead) == len(events) + len(bad)  # every record accounted for, once
-    pg.close()
     print(f"replayed {len(events)} events in {took:.1f} s")
 
 
@@ -60,12 +59,14 @@ def test_live_silences_fire_with_no_input_at_all(spark: Any, broker: Any, postgr
     the rest) and GROUP_SILENT still come, and never before their deadlines (threshold + skew after
     the last event). How soon after the deadline they land is a latency figure: bench/pipeline.py
     measures it."""
+    from replimon.store.reads import RunReader
     from replimon.streaming.runner import start_query
     from replimon.streaming.sinks.postgres import PostgresSink
 
     settings = settings_for(broker, postgres, topic_prefix, tmp_path)
     run_id = f"live-{uuid.uuid4().hex[:8]}"
     pg = PostgresSink(settings.postgres.dsn, run_id=run_id)
+    stored = RunReader(settings.postgres.dsn, run_id)
     batches: list[Any] = []
 
     query = start_query(spark, settings, run_id=run_id, pg=pg, observers=[batches.append], trigger_s=1.0,
@@ -88,7 +89,7 @@ def test_live_silences_fire_with_no_input_at_all(spark: Any, broker: Any, postgr
         seen: dict[str, float] = {}
 
         def landed() -> bool:
-            for a in pg.firing_alerts(run_id):
+            for a in stored.firing_alerts():
                 if a["kind"] in due and a["kind"] not in seen:
                     seen[a["kind"]] = time.time() * 1000
             return set(seen) == set(due)
@@ -116,15 +117,15 @@ def test_replay_keeps_events_older_than_the_watermark(spark: Any, broker: Any, p
     published = sorted(events, key=lambda e: e["ts_ms"] + lag[e["group"]])
     publish(settings, published)
     run_id = f"late-{uuid.uuid4().hex[:8]}"
-    pg, batches = replay(spark, settings, run_id, max_offsets=max(200, len(events) // 25))
+    stored, batches = replay(spark, settings, run_id, max_offsets=max(200, len(events) // 25))
     assert len(batches) >= 10
     latest = {s["group"]: s for b in batches for s in b.snapshots}
     per_group = {g: sum(1 for e in events if e["group"] == g) for g in lag}
     assert {g: s["counts"]["events"] for g, s in latest.items()} == per_group  # nothing dropped
     want = {a.alert_id for a in Monitor().run(published)}
-    got = pg.alert_ids(run_id)
+    got = stored.alert_ids()
     exp = {a.alert_id: (a.kind, a.group, a.status, a.event_ts_ms, a.detected_ts_ms) for a in Monitor().run(published)}
-    gotk = {a["alert_id"]: (a["kind"], a["group"], a["status"], a["event_ts_ms"], a["detected_ts_ms"]) for a in pg.alerts(run_id)}
+    gotk = {a["alert_id"]: (a["kind"], a["group"], a["status"], a["event_ts_ms"], a["detected_ts_ms"]) for a in stored.alerts()}
     assert got == want, ([exp[k] for k in sorted(want - got)], [gotk[k] for k in sorted(got - want)])
-    assert "BEYOND_HORIZON" in {a["kind"] for a in pg.alerts(run_id)}
-    pg.close()
+    assert "BEYOND_HORIZON" in {a["kind"] for a in stored.alerts()}
+

@@ -61,6 +61,7 @@ def check_cli(config: Path, trace: Path, cwd: Path) -> Counter[tuple[str, str]]:
 
 def test_live_equals_check(spark: Any, broker: Any, postgres: Any, topic_prefix: str, tmp_path: Path,
                            clean_env: None) -> None:
+    from replimon.store.reads import RunReader
     from replimon.streaming.runner import start_query
     from replimon.streaming.sinks.postgres import PostgresSink
 
@@ -71,6 +72,7 @@ def test_live_equals_check(spark: Any, broker: Any, postgres: Any, topic_prefix:
     lim = settings.thresholds
     run_id = f"livecheck-{uuid.uuid4().hex[:8]}"
     pg = PostgresSink(settings.postgres.dsn, run_id=run_id)
+    stored = RunReader(settings.postgres.dsn, run_id)
     # (batch id, wall clock at its end, that - its newest event) in s: how far behind the job is
     lags: list[tuple[int, float, float]] = []
 
@@ -108,11 +110,11 @@ def test_live_equals_check(spark: Any, broker: Any, postgres: Any, topic_prefix:
                for g, ts in last.items()}
         tail = Counter((aid, "firing") for aid in due)
         assert not set(tail) & set(want)
-        eventually(lambda: running(lambda: set(tail) <= {(a["alert_id"], a["status"]) for a in pg.alerts()}),
+        eventually(lambda: running(lambda: set(tail) <= {(a["alert_id"], a["status"]) for a in stored.alerts()}),
                    timeout=240, interval=0.5, what=f"the tail silences (batches: id, wall, lag s: {lags})")
-        got_alerts = pg.alerts()
+        got_alerts = stored.alerts()
         got = Counter((a["alert_id"], a["status"]) for a in got_alerts)
-        processed = sum(s["counts"]["events"] for s in (pg_snapshots(settings.postgres.dsn, run_id)))
+        processed = sum(s["counts"]["events"] for s in stored.group_snapshots().values())
         assert processed == len(events)
         assert got == want + tail, (f"check only: {sorted(set(want + tail) - set(got))}; live only: "
                                     f"{[(a['kind'], a['group'], a['status']) for a in got_alerts if (a['alert_id'], a['status']) not in want + tail]}; "
@@ -142,10 +144,3 @@ def test_live_equals_check(spark: Any, broker: Any, postgres: Any, topic_prefix:
         query.stop()
         query.awaitTermination(60)
         pg.close()
-
-
-def pg_snapshots(dsn: str, run_id: str) -> list[dict[str, Any]]:
-    import psycopg
-
-    with psycopg.connect(dsn) as conn:
-        return [r[0] for r in conn.execute("SELECT snapshot FROM group_state WHERE run_id = %s", (run_id,))]

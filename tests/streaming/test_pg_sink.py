@@ -1,5 +1,6 @@
-"""The PostgreSQL sink against the real embedded PostgreSQL: migrations, one transaction per
-micro-batch, and the exactly-once effect (a retried, replayed or stale batch changes nothing).
+"""The streaming job's PostgreSQL writer against the real embedded PostgreSQL: one transaction
+per micro-batch, the exactly-once effect (a retried, replayed or stale batch changes nothing) and
+the rows each payload becomes. The schema and the readers are the store's (tests/store).
 
 Payloads are real: alerts and group snapshots come from the monitor run over a simulator history
 with a violation (BEYOND_HORIZON) and a wedge that fires and resolves (NODE_SILENT). Each test
@@ -19,23 +20,19 @@ from typing import Any
 import psycopg
 import pytest
 
-from replimon.core.monitor import GroupMonitor, Monitor
+from replimon.core.monitor import GroupMonitor
 from replimon.embedded import EmbeddedPostgres
-from replimon.producers.simulator import SimOptions, Simulator, parse_injection
-from replimon.streaming.sinks.postgres import (
-    PostgresSink,
-    migrate,
-    migrations,
-    ms_from_ts,
-    ts_from_ms,
-)
+from replimon.store.reads import RunReader
+from replimon.store.schema import migrate
+from replimon.store.values import ms_from_ts, ts_from_ms
+from replimon.streaming.sinks.postgres import PostgresSink
 from tests.support import eventually
+from tests.support.outputs import monitor_outputs
 
 pytestmark = pytest.mark.postgres
 
 TABLES = ("alerts", "group_state", "node_state", "group_timeseries", "node_timeseries",
           "dead_letters", "pipeline_metrics", "pipeline_batches")
-SNAPSHOT_EVERY_MS = 10_000
 
 
 # -- payloads --------------------------------------------------------------------------------------
@@ -43,24 +40,7 @@ SNAPSHOT_EVERY_MS = 10_000
 def payloads() -> dict[str, Any]:
     """Alerts (in emission order) and snapshots (every 10 s of event time and at the end) of a
     60 s two-group run with BEYOND_HORIZON on g1 and NODE_SILENT (firing, then resolved) on g2."""
-    events: list[dict[str, Any]] = []
-    faults = [parse_injection("beyond_horizon:g1@20s"), parse_injection("node_silent:g2@30s")]
-    Simulator(SimOptions(groups=2, duration_ms=60_000), faults, events.append).run()
-    monitor = Monitor()
-    alerts: list[dict[str, Any]] = []
-    snapshots: list[dict[str, Any]] = []
-    next_snap = events[0]["ts_ms"] + SNAPSHOT_EVERY_MS
-    for ev in events:
-        alerts.extend(a.to_dict() for a in monitor.process(ev))
-        if ev["ts_ms"] >= next_snap:
-            snapshots.extend(g.snapshot() for g in monitor.groups.values())
-            next_snap += SNAPSHOT_EVERY_MS
-    alerts.extend(a.to_dict() for a in monitor.finish())
-    snapshots.extend(g.snapshot() for g in monitor.groups.values())
-    kinds = {(a["kind"], a["status"]) for a in alerts}
-    assert {("BEYOND_HORIZON", "firing"), ("NODE_SILENT", "firing"),
-            ("NODE_SILENT", "resolved")} <= kinds
-    return {"events": events, "alerts": alerts, "snapshots": snapshots}
+    return monitor_outputs()
 
 
 def dead_letters() -> list[dict[str, Any]]:
@@ -110,46 +90,14 @@ def count(dsn: str, table: str, run_id: str) -> int:
     return int(row[0])
 
 
+def stored(sink: PostgresSink) -> RunReader:
+    """What the sink's run holds, read back through the store."""
+    return RunReader(sink.dsn, sink.run_id, pipeline=sink.pipeline)
+
+
 def write_all(sink: PostgresSink, batch_id: int, p: dict[str, Any]) -> bool:
     return sink.write_batch(batch_id, alerts=p["alerts"], snapshots=p["snapshots"],
                             dead_letters=dead_letters(), metrics=metrics(batch_id))
-
-
-# -- migrations ------------------------------------------------------------------------------------
-@pytest.fixture
-def fresh_db(postgres: EmbeddedPostgres) -> Iterator[str]:
-    """An empty database of its own (the session one is migrated already)."""
-    name = f"mig_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield postgres.dsn.rsplit("/", 1)[0] + "/" + name
-    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
-
-
-def test_migrations_apply_once_even_when_concurrent_and_are_idempotent(fresh_db: str) -> None:
-    shipped = [v for v, _, _ in migrations()]
-    assert shipped[0] == 1 and shipped == sorted(set(shipped))
-    start = threading.Barrier(2)
-
-    def run() -> list[int]:
-        start.wait()
-        return migrate(fresh_db)
-
-    with ThreadPoolExecutor(2) as pool:
-        results = [f.result() for f in [pool.submit(run), pool.submit(run)]]
-    assert sorted(results) == [[], shipped]  # one applied everything, the other found it done
-    assert migrate(fresh_db) == []
-    with psycopg.connect(fresh_db) as conn:
-        recorded = conn.execute("SELECT version, name FROM schema_migrations ORDER BY 1").fetchall()
-        tables = {r[0] for r in conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")}
-    assert recorded == [(v, n) for v, n, _ in migrations()] and recorded[0] == (1, "init")
-    assert set(TABLES) | {"replay_runs", "schema_migrations", "alerts_current"} <= tables
-
-
-def test_sink_on_migrated_database_applies_nothing(dsn: str) -> None:
-    assert migrate(dsn) == []
 
 
 # -- batches ---------------------------------------------------------------------------------------
@@ -157,7 +105,7 @@ def test_a_batch_writes_all_rows(sink: PostgresSink, payloads: dict[str, Any]) -
     assert write_all(sink, 0, payloads)
     run, alerts, snaps = sink.run_id, payloads["alerts"], payloads["snapshots"]
     # Alerts round-trip to their payload form, field for field.
-    assert sink.alerts() == sorted(alerts, key=lambda a: (a["event_ts_ms"], a["alert_id"], a["status"]))
+    assert stored(sink).alerts() == sorted(alerts, key=lambda a: (a["event_ts_ms"], a["alert_id"], a["status"]))
     last = {s["group"]: s for s in snaps}
     assert count(sink.dsn, "group_state", run) == len(last) == 2
     assert count(sink.dsn, "node_state", run) == sum(len(s["nodes"]) for s in last.values())
@@ -191,7 +139,7 @@ def test_an_older_batch_is_rejected(sink: PostgresSink, payloads: dict[str, Any]
     assert contents(sink.dsn, sink.run_id) == before and sink.last_batch_id() == 5
     assert sink.write_batch(6, alerts=alerts[1:2], snapshots=[], dead_letters=[], metrics=None)
     assert sink.last_batch_id() == 6
-    assert sink.alert_ids() == {alerts[0]["alert_id"], alerts[1]["alert_id"]}
+    assert stored(sink).alert_ids() == {alerts[0]["alert_id"], alerts[1]["alert_id"]}
 
 
 def test_a_crash_mid_transaction_leaves_nothing_and_the_batch_can_be_retried(
@@ -237,7 +185,7 @@ def test_a_lost_connection_is_reopened_once(dsn: str, payloads: dict[str, Any]) 
                        timeout=10, interval=0.05, what="the terminated backend to go")
         assert sink.write_batch(1, alerts=payloads["alerts"][1:2], snapshots=[],
                                 dead_letters=[], metrics=None)
-        assert sink.last_batch_id() == 1 and len(sink.alert_ids()) == 2
+        assert sink.last_batch_id() == 1 and len(stored(sink).alert_ids()) == 2
 
 
 def test_listener_metrics_merge_into_the_batch_row_once(sink: PostgresSink,
@@ -275,14 +223,14 @@ def test_firing_and_resolved_alerts_are_both_stored(sink: PostgresSink,
     assert fired["alert_id"] == resolved["alert_id"]
     before = [a for a in alerts if a is not resolved]
     assert sink.write_batch(0, alerts=before, snapshots=[], dead_letters=[], metrics=None)
-    firing = {a["alert_id"]: a for a in sink.firing_alerts()}
+    firing = {a["alert_id"]: a for a in stored(sink).firing_alerts()}
     assert firing[fired["alert_id"]] == fired and firing[violation["alert_id"]] == violation
     assert sink.write_batch(1, alerts=[resolved], snapshots=[], dead_letters=[], metrics=None)
-    firing = {a["alert_id"]: a for a in sink.firing_alerts()}
+    firing = {a["alert_id"]: a for a in stored(sink).firing_alerts()}
     assert fired["alert_id"] not in firing and violation["alert_id"] in firing
-    stored = [a for a in sink.alerts() if a["alert_id"] == fired["alert_id"]]
-    assert stored == [fired, resolved]
-    assert sink.alert_ids(status="resolved") == {resolved["alert_id"]}
+    rows = [a for a in stored(sink).alerts() if a["alert_id"] == fired["alert_id"]]
+    assert rows == [fired, resolved]
+    assert stored(sink).alert_ids(status="resolved") == {resolved["alert_id"]}
     with psycopg.connect(sink.dsn) as conn:
         current = conn.execute("SELECT status, batch_id FROM alerts_current"
                                " WHERE run_id = %s AND alert_id = %s",
@@ -424,8 +372,8 @@ def test_runs_are_isolated(dsn: str, payloads: dict[str, Any]) -> None:
     with PostgresSink(dsn, run_id=live) as a, PostgresSink(dsn, run_id=replay) as b:
         assert write_all(a, 3, payloads)
         assert write_all(b, 0, payloads)  # a replay starts at batch 0 under its own run id
-        assert a.alert_ids() == b.alert_ids() == {x["alert_id"] for x in payloads["alerts"]}
-        assert a.alert_ids(replay) == b.alert_ids()
+        assert stored(a).alert_ids() == stored(b).alert_ids() == {x["alert_id"] for x in payloads["alerts"]}
+        assert a.last_batch_id() == 3 and b.last_batch_id() == 0
 
 
 # -- rate ------------------------------------------------------------------------------------------

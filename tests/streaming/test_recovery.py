@@ -39,6 +39,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from replimon.core.limits import Limits
 from replimon.core.monitor import Monitor
 from replimon.producers.simulator import SimOptions, Simulator, parse_injection
+from replimon.store.reads import RunReader
 from tests.support import (
     batch_frame,
     eventually,
@@ -142,7 +143,7 @@ class Pg:
     """What the test reads back from PostgreSQL for one run."""
 
     def __init__(self, dsn: str, run_id: str) -> None:
-        from replimon.streaming.sinks.postgres import migrate
+        from replimon.store.schema import migrate
 
         migrate(dsn)  # the job applies them too; the test may ask before it has
         self.conn = psycopg.connect(dsn, autocommit=True)
@@ -449,7 +450,7 @@ def test_writer_crash_between_kafka_and_postgres(broker: Any, postgres: Any, top
         writer(_frame(batches[1]), 1)
         writer(_frame(batches[1]), 1)  # a retry after the commit: nothing goes out
         assert sink.last_batch_id() == 1
-        pg_rows = Counter((a["alert_id"], a["status"]) for a in sink.alerts())
+        pg_rows = Counter((a["alert_id"], a["status"]) for a in RunReader(sink.dsn, run_id).alerts())
     alerts = read_topic(broker.bootstrap_servers, settings.kafka.topics.alerts)
     sent = Counter((headers(x)["batch_id"], headers(x)["alert_id"], headers(x)["status"]) for x in alerts)
     want0 = Counter(("0", p["alert_id"], p["status"]) for o, p in batches[0] if o == "alert")

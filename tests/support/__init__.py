@@ -130,18 +130,19 @@ def headers(msg: Any) -> dict[str, str]:
 # -- the job ----------------------------------------------------------------------------------------
 def replay(spark: Any, settings: Any, run_id: str, **kw: Any) -> Any:
     """The job once over what the topics hold (availableNow, event time) into PostgreSQL under
-    ``run_id``; returns (the PostgreSQL sink, the batches' results)."""
+    ``run_id``; returns (a ``RunReader`` of the run, the batches' results)."""
+    from replimon.store.reads import RunReader
     from replimon.streaming.processor import REPLAY
     from replimon.streaming.runner import start_query
     from replimon.streaming.sinks.postgres import PostgresSink
 
-    pg = PostgresSink(settings.postgres.dsn, run_id=run_id)
     seen: list[Any] = []
-    query = start_query(spark, settings, run_id=run_id, time_mode=REPLAY, available_now=True, pg=pg,
-                        observers=[seen.append], **kw)
-    query.awaitTermination(600)
-    assert query.exception() is None, query.exception()
-    return pg, seen
+    with PostgresSink(settings.postgres.dsn, run_id=run_id) as pg:
+        query = start_query(spark, settings, run_id=run_id, time_mode=REPLAY, available_now=True,
+                            pg=pg, observers=[seen.append], **kw)
+        query.awaitTermination(600)
+        assert query.exception() is None, query.exception()
+    return RunReader(settings.postgres.dsn, run_id), seen
 
 
 def batch_frame(alerts: list[dict[str, Any]] = (), snapshots: list[dict[str, Any]] = ()) -> Any:

@@ -124,18 +124,14 @@ def run_e2e(spark: Any, broker: Any, postgres: Any, tmp_path: Path) -> E2E:
         for i in range(0, len(part), CHUNK):
             publish(settings, part[i:i + CHUNK])
         publish(settings, [], junk)
-        pg, _ = replay(spark, settings, run_id, max_offsets=MAX_OFFSETS)  # same run id: same checkpoint
-        pg.close()
+        stored, _ = replay(spark, settings, run_id, max_offsets=MAX_OFFSETS)  # same run id: same checkpoint
     print(f"\ne2e: {len(events)} events of {OPTIONS.groups} groups x {OPTIONS.duration_ms // 1000} s "
           f"published and replayed in {time.monotonic() - started:.1f} s")
+    states = stored.group_snapshots()
     with psycopg.connect(settings.postgres.dsn) as conn:
-        states = dict(conn.execute("SELECT group_id, snapshot FROM group_state WHERE run_id = %s", (run_id,)))
         pg_dead = [dict(zip(("topic", "partition", "offset", "raw", "reason"), r, strict=True)) for r in conn.execute(
             'SELECT topic, partition, "offset", raw, reason FROM dead_letters WHERE run_id = %s', (run_id,))]
-    from replimon.streaming.sinks.postgres import PostgresSink
-
-    with PostgresSink(settings.postgres.dsn, run_id=run_id, migrate_schema=False) as pg:
-        pg_alerts = pg.alerts()
+    pg_alerts = stored.alerts()
     topics = settings.kafka.topics
     kafka_dead = [{"raw": m.value(), "headers": {k: v.decode() for k, v in (m.headers() or [])}}
                   for m in read_topic(broker.bootstrap_servers, topics.dead_letters)]

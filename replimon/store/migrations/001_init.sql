@@ -1,10 +1,10 @@
--- replimon PostgreSQL schema, version 1 (SPEC section 6; docs/postgres.md).
+-- replimon PostgreSQL schema, version 1 (docs/postgres.md).
 --
 -- Every table starts its key with run_id: 'live' for the live job, a replay run id otherwise, so a
 -- replay never touches live rows. Every key is made of facts of the history (alert id, group,
 -- event time, Kafka offset) or of the micro-batch id, so a replayed or retried micro-batch writes
 -- the same keys and changes nothing. pipeline_batches is the exactly-once guard: the sink advances
--- it in the same transaction as the rows (streaming/sinks/postgres.py).
+-- it in the same transaction as the rows (docs/postgres.md "Exactly-once effect").
 --
 -- Conventions: event times are timestamptz (from epoch ms, exact); the monitor's "none yet"
 -- sentinels (-1 frontiers, -1 protocol, '' status) are stored as NULL; jsonb keeps lists and

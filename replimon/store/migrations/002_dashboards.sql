@@ -1,11 +1,11 @@
--- replimon PostgreSQL schema, version 2: what the Grafana dashboards draw over time (issue 5;
--- docs/postgres.md, docs/dashboards.md).
+-- replimon PostgreSQL schema, version 2: what the Grafana dashboards draw over time
+-- (docs/postgres.md, docs/dashboards.md).
 --
 -- group_timeseries gains the configuration map at each point (the active config and the pending
 -- ones as text, for a state timeline); pipeline_metrics the trigger interval and the consumer lag;
 -- node_timeseries keeps each node's frontiers and heartbeat
 -- freshness at each snapshot of its group; dq_results holds data-quality results (filled by the
--- data-quality hook, issue 7). Keys as in version 1: facts of the history or the batch id, so a
+-- data-quality hook, docs/quality.md). Keys as in version 1: facts of the history or the batch id, so a
 -- retried micro-batch writes the same keys and changes nothing.
 
 ALTER TABLE group_timeseries
