@@ -38,6 +38,26 @@ VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (run_id, alert_id, status) DO NOTHING"""
 
 
+# Parameters: run_id, a JSON array of alert payloads (``Alert.to_dict`` as JSON text), batch_id.
+# The alerts as the monitor encoded them, read by PostgreSQL: nothing decodes and re-encodes them
+# on the way (an alert is encoded once, in the monitor). Times as alert_row's ts_from_ms.
+INSERT_ALERTS_JSON = """
+INSERT INTO alerts (run_id, alert_id, status, group_id, kind, severity, category, instance, node,
+                    event_ts, detected_ts, message, evidence, batch_id)
+SELECT %(run)s, a->>'alert_id', a->>'status', a->>'group', a->>'kind', a->>'severity',
+       a->>'category', (a->>'instance')::bigint, a->>'node',
+       'epoch'::timestamptz + (a->>'event_ts_ms')::bigint * interval '1 millisecond',
+       'epoch'::timestamptz + (a->>'detected_ts_ms')::bigint * interval '1 millisecond',
+       a->>'message', coalesce(a->'evidence', '[]'::jsonb), %(batch)s
+FROM jsonb_array_elements(%(alerts)s::jsonb) AS a
+ON CONFLICT (run_id, alert_id, status) DO NOTHING"""
+
+
+def json_array(texts: list[str]) -> str:
+    """JSON texts as the text of one JSON array (no decoding)."""
+    return "[" + ",".join(texts) + "]"
+
+
 def alert_row(a: Mapping[str, Any], run_id: str, batch_id: int) -> tuple[Any, ...]:
     """An alert payload (``Alert.to_dict``, docs/rules.md "Alert records") as `INSERT_ALERT`'s
     parameters."""

@@ -29,7 +29,7 @@ from psycopg.types.json import Jsonb
 from replimon.store.runs import DEFAULT_PIPELINE, LIVE_RUN, last_batch_id
 from replimon.store.schema import migrate
 from replimon.store.values import nonneg, ts_from_ms
-from replimon.store.writes import ADVANCE, INSERT_ALERT, alert_row
+from replimon.store.writes import ADVANCE, INSERT_ALERT, INSERT_ALERTS_JSON, alert_row, json_array
 
 _T = TypeVar("_T")
 
@@ -265,13 +265,14 @@ class PostgresSink:
         self.close()
 
     # -- writing -------------------------------------------------------------------------------
-    def write_batch(self, batch_id: int, *, alerts: list[dict[str, Any]],
+    def write_batch(self, batch_id: int, *, alerts: list[dict[str, Any]] | list[str],
                     snapshots: list[dict[str, Any]], dead_letters: list[dict[str, Any]],
                     metrics: dict[str, Any] | None) -> bool:
         """Write one micro-batch; True if written, False if ``batch_id`` was already committed
         (<= ``last_batch_id``: a retried or stale batch, nothing written).
 
-        ``alerts``: ``Alert.to_dict`` payloads (an (alert_id, status) row never changes once
+        ``alerts``: ``Alert.to_dict`` payloads, as dicts or as the JSON text the monitor encoded
+        (the job's path: PostgreSQL reads the text; an (alert_id, status) row never changes once
         stored). ``snapshots``: ``GroupMonitor.snapshot()`` payloads in the order they were taken;
         the last one per group becomes its group and node state, each one with a clock becomes a
         time-series point of the group and of each of its nodes. ``dead_letters``: dicts with
@@ -280,7 +281,8 @@ class PostgresSink:
         On any error the transaction rolls back and the exception propagates.
         """
         run = self.run_id
-        alert_rows = [alert_row(a, run, batch_id) for a in alerts]
+        texts = [a for a in alerts if isinstance(a, str)]
+        alert_rows = [alert_row(a, run, batch_id) for a in alerts if not isinstance(a, str)]
         latest: dict[str, dict[str, Any]] = {}
         series: dict[tuple[str, datetime], tuple[Any, ...]] = {}
         node_series: dict[tuple[str, str, datetime], tuple[Any, ...]] = {}
@@ -309,6 +311,8 @@ class PostgresSink:
                 cur.execute(ADVANCE, (run, self.pipeline, batch_id))
                 if cur.fetchone() is None:
                     return False
+                if texts:
+                    cur.execute(INSERT_ALERTS_JSON, {"run": run, "alerts": json_array(texts), "batch": batch_id})
                 for stmt, rows in ((INSERT_ALERT, alert_rows), (_GROUP, group_rows), (_NODE, node_rows),
                                    (_SERIES, list(series.values())),
                                    (_NODE_SERIES, list(node_series.values())), (_DEAD, dead_rows)):
@@ -391,7 +395,7 @@ class PostgresBatchSink:
         # False: another writer of this pipeline committed it meanwhile (nothing written). Counts
         # now; the metrics listener adds durations and rates.
         result.written = self.pg.write_batch(
-            result.batch_id, alerts=result.alerts, snapshots=result.snapshots,
+            result.batch_id, alerts=[a.payload for a in result.alert_rows], snapshots=result.snapshots,
             dead_letters=result.dead_letters, metrics={})
 
     def close(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+import json
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -423,4 +424,25 @@ def test_copy_and_executemany_write_the_same_rows(dsn: str, payloads: dict[str, 
                     tables[table] = sorted(rows, key=repr)
         stored.append(tables)
     assert stored[0]["node_state"] and stored[0]["group_timeseries"]
+    assert stored[0] == stored[1]
+
+
+def test_alerts_as_the_monitors_json_text_store_the_same_rows(dsn: str, payloads: dict[str, Any]) -> None:
+    """The job hands the sink each alert as the JSON text the monitor encoded, and PostgreSQL reads
+    it: the rows are those of the same alerts given as dicts (write times aside)."""
+    stored = []
+    for as_text in (False, True):
+        alerts = payloads["alerts"]
+        given = [json.dumps(a, separators=(",", ":")) for a in alerts] if as_text else alerts
+        with PostgresSink(dsn, run_id=f"text-{uuid.uuid4().hex[:12]}") as s:
+            assert s.write_batch(1, alerts=given, snapshots=[], dead_letters=[], metrics=None)
+            assert not s.write_batch(1, alerts=given, snapshots=[], dead_letters=[], metrics=None)
+            with psycopg.connect(dsn) as conn:
+                rows = conn.execute(
+                    "SELECT alert_id, status, group_id, kind, severity, category, instance, node, event_ts,"
+                    " detected_ts, message, evidence, batch_id FROM alerts WHERE run_id = %s",
+                    (s.run_id,)).fetchall()
+        stored.append(sorted(rows, key=repr))
+    assert len(stored[0]) == len(payloads["alerts"]) > 5
+    assert any(r[6] is None for r in stored[0]) and any(r[6] is not None for r in stored[0])
     assert stored[0] == stored[1]
