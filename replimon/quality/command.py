@@ -111,13 +111,12 @@ def validate_window(settings: Any, from_ms: int, to_ms: int, *, docs: Path | Non
     """Validate the records the four input topics hold between two record times (the replay's
     window: ``replimon.replay.window.plan_window``); at most ``max_records`` of them, whole
     groups (``replimon.quality.records``). ``ReplayError`` for a window that cannot be read."""
-    from replimon.quality.hook import topic_types
     from replimon.quality.records import read_sample
     from replimon.replay import iso
     from replimon.replay.window import plan_window
 
     started = time.monotonic()
-    types = topic_types(settings)
+    types = settings.kafka.topics.input_types
     bootstrap = settings.kafka.bootstrap_servers
     window = plan_window(bootstrap, list(types), from_ms, to_ms)
     spans = {tp: (window.start[tp], window.until[tp]) for tp in window.start

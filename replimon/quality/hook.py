@@ -35,12 +35,6 @@ from replimon.quality.records import TP, Sample, offsets_json, ranges, read_samp
 log = logging.getLogger("replimon.quality")
 
 
-def topic_types(settings: Any) -> dict[str, str]:
-    t = settings.kafka.topics
-    return {t.decisions: "decision", t.executions: "execution", t.heartbeats: "heartbeat",
-            t.config: "config"}
-
-
 class QualityHook:
     """Validates micro-batches of one streaming query (module docstring)."""
 
@@ -159,7 +153,7 @@ class QualityHook:
         if self.writer.checkpoint is None:
             return None
         spans = self.spans(batch_id)
-        types = topic_types(self.settings)
+        types = self.settings.kafka.topics.input_types
         spans = {tp: r for tp, r in spans.items() if tp[0] in types}
         return read_sample(self.settings.kafka.bootstrap_servers, spans, types,
                            limit=self.q.sample_records, salt=batch_id,

@@ -446,7 +446,6 @@ def test_results_are_written_once(postgres: Any) -> None:
 # -- sampling a batch from Kafka -------------------------------------------------------------------
 @pytest.mark.broker
 def test_sampling_keeps_whole_groups_deterministically(broker: Any, topic_prefix: str, tmp_path: Path) -> None:
-    from replimon.quality.hook import topic_types
     from replimon.quality.records import read_sample
     from replimon.streaming.sources.kafka import KafkaClient, parse_options
     from tests.support import publish, settings_for, simulate
@@ -454,7 +453,7 @@ def test_sampling_keeps_whole_groups_deterministically(broker: Any, topic_prefix
     settings = settings_for(broker, SimpleNamespace(dsn=""), topic_prefix, tmp_path)
     events = simulate(10, groups=20, seed=5)
     publish(settings, events, [("decisions", b"not json"), ("heartbeats", json.dumps(events[0]).encode())])
-    types = topic_types(settings)
+    types = settings.kafka.topics.input_types
     client = KafkaClient(parse_options({"subscribe": ",".join(types),
                                         "kafka.bootstrap.servers": broker.bootstrap_servers}))
     try:
