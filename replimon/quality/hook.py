@@ -30,7 +30,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from replimon.quality.records import TP, Sample, offsets_json, ranges, read_sample
+from replimon.kafka import TP, offsets_json
+from replimon.quality.records import Sample, ranges, read_sample
 
 log = logging.getLogger("replimon.quality")
 

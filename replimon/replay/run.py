@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from replimon.kafka import offsets_to_json as to_json_offsets
 from replimon.replay.window import (
     ReplayError,
     StartState,
@@ -23,7 +24,6 @@ from replimon.replay.window import (
     choose_start,
     plan_window,
     read_checkpoints,
-    to_json_offsets,
 )
 
 log = logging.getLogger("replimon.replay")
