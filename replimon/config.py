@@ -40,8 +40,14 @@ class _Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+# The input topics' fields, by the contract event type each carries (docs/contract.md).
+_INPUT_FIELDS = {"decision": "decisions", "execution": "executions", "heartbeat": "heartbeats",
+                 "config": "config"}
+
+
 class Topics(_Section):
-    """Kafka topic names (SPEC section 2)."""
+    """Kafka topic names: the four input topics replica nodes publish to, one per event type
+    (docs/contract.md), and the monitor's outputs (docs/architecture.md)."""
 
     decisions: str = "replica.decisions"
     executions: str = "replica.executions"
@@ -53,12 +59,13 @@ class Topics(_Section):
 
     def for_event_type(self, event_type: str) -> str:
         """The input topic an event of contract type ``event_type`` is published to."""
-        return {
-            "decision": self.decisions,
-            "execution": self.executions,
-            "heartbeat": self.heartbeats,
-            "config": self.config,
-        }[event_type]
+        return str(getattr(self, _INPUT_FIELDS[event_type]))
+
+    @property
+    def input_types(self) -> dict[str, str]:
+        """``{topic: event type}`` of the input topics, in the order of `inputs`: what the job
+        subscribes to, and the type a record on each must have (another is a dead letter)."""
+        return {getattr(self, field): etype for etype, field in _INPUT_FIELDS.items()}
 
     @property
     def inputs(self) -> tuple[str, str, str, str]:
@@ -96,7 +103,7 @@ class Postgres(_Section):
 
 
 class Thresholds(_Section):
-    """Rule parameters, SPEC sections 4 and 5 (defaults as the SPEC gives them)."""
+    """Rule parameters and their defaults (docs/rules.md, "Thresholds")."""
 
     event_horizon_min: int = Field(10, ge=1)
     event_horizon_max: int = Field(200, ge=1)
@@ -126,7 +133,7 @@ class Paths(_Section):
 
 
 class Streaming(_Section):
-    """Spark job settings (issue 4 uses them)."""
+    """Spark job settings (docs/streaming.md)."""
 
     master: str = "local[2]"
     trigger_interval_s: float = Field(1.0, gt=0)
@@ -140,13 +147,13 @@ class Streaming(_Section):
 
 
 class Quality(_Section):
-    """Data quality (issue 7, docs/quality.md): which micro-batches the streaming job validates
+    """Data quality (docs/quality.md): which micro-batches the streaming job validates
     with the Great Expectations suites, how many records it reads back, and the suites' bounds.
 
     A batch is validated when ``every_batches`` batches have passed since the last validated one
     or ``every_s`` seconds have (whichever comes first; 0 turns that trigger off); the first batch
-    after a start always is. The defaults keep the cost far below the batch time (issue 7: under
-    10 % of the throughput, bench/quality.py)."""
+    after a start always is. The defaults keep the cost far below the batch time (under 10 % of
+    the throughput, bench/quality.py)."""
 
     enabled: bool = Field(True, description="validate micro-batches in the streaming job")
     every_batches: int = Field(0, ge=0, description="validate when this many batches have passed since the last validated one (0: not by count)")

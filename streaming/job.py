@@ -23,18 +23,13 @@ from replimon.streaming.rows import OUTPUT_SCHEMA
 QUERY_NAME = "replimon_monitor_v1"  # stable: the checkpoint belongs to it
 
 
-def topic_types(settings: Any) -> dict[str, str]:
-    t = settings.kafka.topics
-    return {t.decisions: "decision", t.executions: "execution", t.heartbeats: "heartbeat", t.config: "config"}
-
-
 def read_source(spark: Any, settings: Any, *, starting: str = "earliest", ending: str | None = None,
                 max_offsets: int | None = None, fmt: str | None = None) -> Any:
     """The four replica topics as a stream with Spark's Kafka columns."""
     fmt = fmt or settings.streaming.source_format
     name = "replimon-kafka" if fmt == "replimon-kafka" else "kafka"
     reader = (spark.readStream.format(name)
-              .option("subscribe", ",".join(topic_types(settings)))
+              .option("subscribe", ",".join(settings.kafka.topics.input_types))
               .option("kafka.bootstrap.servers", settings.kafka.bootstrap_servers)
               .option("startingOffsets", starting)
               .option("failOnDataLoss", "false"))
@@ -72,7 +67,7 @@ def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: st
 
     limits = Limits.from_settings(settings)
     buckets = settings.streaming.state_buckets
-    packed = decode(raw, topic_types(settings), buckets, clock=time_mode == LIVE, only=only_groups)
+    packed = decode(raw, settings.kafka.topics.input_types, buckets, clock=time_mode == LIVE, only=only_groups)
     if time_mode == REPLAY:
         skew_s = max(1, int(round(limits.skew_ms / 1000)))
         packed = (packed.withColumn("event_time", F.timestamp_millis(F.col("event_ms")))

@@ -13,15 +13,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from replimon.kafka import offsets_to_json
 from replimon.replay.run import ReplayResult, new_run_id, plan
-from replimon.replay.window import StartState, to_json_offsets
+from replimon.replay.window import StartState
 from replimon.streaming.rows import INITIAL_SCHEMA, bucket_of
 
 
 def initial_rows(start: StartState, buckets: int) -> list[tuple[int, str, str, str]]:
     """(bucket, group, state, floors) rows for the stateful operator's initial state: the
     checkpoint record each group starts from, with the offsets it already holds."""
-    return [(bucket_of(g, buckets), g, cp.state, json.dumps(to_json_offsets(cp.offsets), separators=(",", ":")))
+    return [(bucket_of(g, buckets), g, cp.state, json.dumps(offsets_to_json(cp.offsets), separators=(",", ":")))
             for g, cp in sorted(start.checkpoints.items())]
 
 
@@ -46,8 +47,8 @@ def replay(settings: Any, from_ms: int, to_ms: int, *, groups: Sequence[str] | N
     params = {
         "command": list(command or []), "from_ms": from_ms, "to_ms": to_ms,
         "groups": sorted(groups) if groups else None, "state_from": state_from,
-        "starting_offsets": to_json_offsets(start.starting), "ending_offsets": to_json_offsets(window.until),
-        "window_offsets": to_json_offsets(window.start),
+        "starting_offsets": offsets_to_json(start.starting), "ending_offsets": offsets_to_json(window.until),
+        "window_offsets": offsets_to_json(window.start),
         "checkpoints": {g: {"clock_ms": cp.clock_ms, "run_id": cp.run_id, "batch_id": cp.batch_id}
                         for g, cp in sorted(start.checkpoints.items())},
         "records": total, "bootstrap_servers": settings.kafka.bootstrap_servers,
@@ -72,10 +73,10 @@ def replay(settings: Any, from_ms: int, to_ms: int, *, groups: Sequence[str] | N
     try:
         query = start_query(
             spark, settings, run_id=run_id, time_mode=REPLAY, checkpoint=checkpoint, api=api,
-            starting=json.dumps(to_json_offsets(start.starting)),
-            ending=json.dumps(to_json_offsets(window.until)), available_now=True, pg=pg,
+            starting=json.dumps(offsets_to_json(start.starting)),
+            ending=json.dumps(offsets_to_json(window.until)), available_now=True, pg=pg,
             kafka_out=False, window_start_ms=from_ms - skew_ms,
-            initial=initial, floors=to_json_offsets(start.floors) if start.floors else None,
+            initial=initial, floors=offsets_to_json(start.floors) if start.floors else None,
             only_groups=frozenset(groups) if groups else None)
         seen: set[int] = set()
         while query.isActive and not (stop and stop.is_set()):

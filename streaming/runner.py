@@ -4,7 +4,6 @@ cleanly on Ctrl-C / SIGTERM (the checkpoint then resumes exactly where it stoppe
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import threading
@@ -13,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from replimon.kafka import offsets_total
 from replimon.streaming.checkpoint import Checkpoint
 from replimon.streaming.job import QUERY_NAME, build, read_source
 from replimon.streaming.processor import LIVE, REPLAY
@@ -22,24 +22,12 @@ from replimon.streaming.writer import BatchWriter
 log = logging.getLogger("replimon.run")
 
 
-def _offset_total(text: str | None) -> int | None:
-    """The sum of a Kafka source offset's positions (``{"topic": {"partition": offset}}``, the
-    form both Kafka sources use); None for anything else."""
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-        return sum(int(o) for parts in value.values() for o in parts.values())
-    except (ValueError, TypeError, AttributeError):
-        return None
-
-
 def consumer_lag(progress: Any) -> int | None:
     """Records on the input topics the query had not read at the end of a micro-batch: the
     source's latest offsets (``reportLatestOffset``) minus the batch's end offsets."""
     lag = None
     for source in progress.sources:
-        latest, end = _offset_total(source.latestOffset), _offset_total(source.endOffset)
+        latest, end = offsets_total(source.latestOffset), offsets_total(source.endOffset)
         if latest is not None and end is not None:
             lag = (lag or 0) + max(0, latest - end)
     return lag

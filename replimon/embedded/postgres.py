@@ -31,7 +31,7 @@ from typing import Any
 
 import psycopg
 
-from replimon.embedded import die_with_parent, free_port
+from replimon.embedded.processes import die_with_parent, free_port
 
 HOST = "127.0.0.1"
 SUPERUSER = "postgres"

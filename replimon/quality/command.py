@@ -116,7 +116,7 @@ def validate_window(settings: Any, from_ms: int, to_ms: int, *, docs: Path | Non
     from replimon.replay.window import plan_window
 
     started = time.monotonic()
-    types = _topic_types(settings)
+    types = settings.kafka.topics.input_types
     bootstrap = settings.kafka.bootstrap_servers
     window = plan_window(bootstrap, list(types), from_ms, to_ms)
     spans = {tp: (window.start[tp], window.until[tp]) for tp in window.start
@@ -170,9 +170,3 @@ def headline(v: Validation) -> str:
 def verdict(v: Validation) -> str:
     return (f"FAILED: {len(v.failed)} of {len(v.outcomes)} expectations" if v.failed
             else f"ok: all {len(v.outcomes)} expectations passed")
-
-
-def _topic_types(settings: Any) -> dict[str, str]:
-    t = settings.kafka.topics
-    return {t.decisions: "decision", t.executions: "execution", t.heartbeats: "heartbeat",
-            t.config: "config"}

@@ -3,8 +3,8 @@
 The ``foreachBatch`` writer only sees the stateful operator's output, so the data-quality hook
 reads the batch's input again: the offsets a batch ends at are in the checkpoint's offset log
 (``BatchWriter.batch_offsets``), the previous batch's entry gives where it starts. Records are
-read with an assign-only consumer (no consumer group offsets are committed), as the job's Kafka
-source reads them.
+read with ``replimon.kafka`` (``KafkaClient.read``), the reader the job's Kafka source uses:
+assign-only, nothing committed, a range that ends early makes the sample incomplete.
 
 Sampling keeps whole groups: the per-node checks (seq order, a node's clock against its group's)
 need every record of a group in the batch, in offset order. A group is in the sample when a hash
@@ -17,20 +17,18 @@ from batch to batch.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from replimon.contract import Invalid, parse_event
 from replimon.contract.parse import event_to_dict
+from replimon.kafka import TP, KafkaClient
 from replimon.quality.derive import Record
 
 log = logging.getLogger("replimon.quality")
 
-TP = tuple[str, int]
 _SCALE = 1 << 32
 _OVERSAMPLE = 2  # keep twice the expected share while reading, cut to ``limit`` at the end
 
@@ -80,60 +78,35 @@ def read_sample(bootstrap: str, spans: Mapping[TP, tuple[int, int]], topic_types
     events older than this (a replay's window start: records the replay re-reads from before its
     window are not part of it). Gives up after ``timeout_s`` without progress and returns what it
     has (``complete`` False)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
     total = sum(u - f for f, u in spans.values())
     keep_below = _SCALE if total <= limit else min(_SCALE, int(_SCALE * _OVERSAMPLE * limit / total))
     kept: dict[bytes, list[tuple[str, int, int, bytes | None]]] = {}
     hashes: dict[bytes, int] = {}  # per group, computed once (a batch has many records per group)
     read = 0
     complete = True
+
+    def gap(_tp: TP, _what: str) -> None:  # a range that ends early: the sample is incomplete
+        nonlocal complete
+        complete = False
+
     if spans:
-        consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": "replimon-quality",
-            "enable.auto.commit": False, "enable.auto.offset.store": False,
-            "enable.partition.eof": True, "auto.offset.reset": "earliest",
-            "isolation.level": "read_uncommitted", "fetch.wait.max.ms": 50, **(client or {})})
-        try:
-            consumer.assign([TopicPartition(t, p, f) for (t, p), (f, _) in spans.items()])
-            pending = dict(spans)
-            last_progress = time.monotonic()
-            while pending:
-                msgs = consumer.consume(10_000, timeout=0.2)
-                if not msgs and time.monotonic() - last_progress > timeout_s:
-                    log.warning("data quality: gave up reading %s after %.0f s without a record",
-                                ", ".join(f"{t}-{p}" for t, p in sorted(pending)), timeout_s)
-                    complete = False
-                    break
-                for msg in msgs:
-                    err = msg.error()
-                    tp = (msg.topic() or "", msg.partition() if msg.partition() is not None else -1)
-                    if tp not in pending:
-                        continue
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:  # nothing more to read there
-                            complete = complete and (msg.offset() or 0) >= pending[tp][1]
-                            pending.pop(tp)
-                        continue
-                    last_progress = time.monotonic()
-                    offset = msg.offset()
-                    if offset is None:  # pragma: no cover - a record always has one
-                        continue
-                    until = pending[tp][1]
-                    if offset >= until:
-                        pending.pop(tp)
-                        continue
-                    read += 1
-                    if offset == until - 1:
-                        pending.pop(tp)
-                    key = msg.key() or b""
-                    h = hashes.get(key)
-                    if h is None:
-                        h = hashes[key] = group_hash(key, salt)
-                    if h < keep_below:
-                        kept.setdefault(key, []).append((tp[0], tp[1], offset, msg.value()))
-        finally:
-            consumer.close()
+        config = {"bootstrap.servers": bootstrap, "group.id": "replimon-quality",
+                  "fetch.wait.max.ms": 50, **(client or {})}
+        with KafkaClient(config, timeout_s=timeout_s) as kafka:
+            try:
+                for msgs in kafka.read(spans, on_gap=gap, reset="earliest"):
+                    read += len(msgs)
+                    for msg in msgs:
+                        key = msg.key() or b""
+                        h = hashes.get(key)
+                        if h is None:
+                            h = hashes[key] = group_hash(key, salt)
+                        if h < keep_below:
+                            kept.setdefault(key, []).append(
+                                (msg.topic(), msg.partition(), msg.offset(), msg.value()))
+            except TimeoutError as exc:
+                log.warning("data quality: gave up reading the batch: %s", exc)
+                complete = False
     # The groups with the lowest hashes, up to ``limit`` records (at least one group).
     records: list[Record] = []
     invalid = groups = 0
@@ -152,9 +125,3 @@ def read_sample(bootstrap: str, spans: Mapping[TP, tuple[int, int]], topic_types
             records.append(Record(topic, partition, offset, event_to_dict(parsed)))
     return Sample(records, total, read, groups, invalid, complete)
 
-
-def offsets_json(value: Any) -> dict[str, dict[str, int]]:
-    """A Kafka source offset (dict or JSON text) as ``{"topic": {"partition": offset}}``."""
-    if isinstance(value, str):
-        value = json.loads(value) if value.strip().startswith("{") else {}
-    return {str(t): {str(p): int(o) for p, o in parts.items()} for t, parts in (value or {}).items()}

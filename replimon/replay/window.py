@@ -22,25 +22,12 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from replimon.kafka import BEGINNING, TP, KafkaClient, offsets_from_json
 from replimon.replay import iso
-
-Offsets = dict[str, dict[str, int]]  # {topic: {partition: offset}}, Spark's Kafka offset JSON
-TP = tuple[str, int]
 
 
 class ReplayError(ValueError):
     """A window or option that cannot be replayed (one line, for the CLI)."""
-
-
-def to_json_offsets(offsets: Mapping[TP, int]) -> Offsets:
-    out: Offsets = {}
-    for (topic, partition), off in sorted(offsets.items()):
-        out.setdefault(topic, {})[str(partition)] = int(off)
-    return out
-
-
-def from_json_offsets(value: Mapping[str, Mapping[str, int]]) -> dict[TP, int]:
-    return {(t, int(p)): int(o) for t, parts in value.items() for p, o in parts.items()}
 
 
 @dataclass
@@ -63,15 +50,10 @@ def plan_window(bootstrap: str, topics: Sequence[str], from_ms: int, to_ms: int,
                 client_options: Mapping[str, str] | None = None) -> Window:
     """Resolve the window's offsets on the broker; ReplayError for an empty window or one that
     starts before what Kafka still holds."""
-    from replimon.streaming.sources.kafka import KafkaClient, parse_options
-
     if from_ms >= to_ms:
         raise ReplayError(f"--from ({iso(from_ms)}) must be before --to ({iso(to_ms)})")
-    opts = parse_options({"subscribe": ",".join(topics), "kafka.bootstrap.servers": bootstrap,
-                          **{f"kafka.{k}": v for k, v in (client_options or {}).items()}})
-    client = KafkaClient(opts)
-    try:
-        tps, marks, ends = client.snapshot()
+    with KafkaClient({"bootstrap.servers": bootstrap, **(client_options or {})}) as client:
+        tps, marks, ends = client.snapshot(topics)
         if not tps:
             raise ReplayError(f"none of the topics {', '.join(topics)} exists on {bootstrap}")
         at_from = client.timestamp_offsets({tp: from_ms for tp in tps}, marks, ends)
@@ -89,8 +71,6 @@ def plan_window(bootstrap: str, topics: Sequence[str], from_ms: int, to_ms: int,
                 f"no record was published between {iso(from_ms)} and {iso(to_ms)} on "
                 f"{', '.join(topics)} (they hold {held} record(s) in all)")
         return window
-    finally:
-        client.close()
 
 
 def _or(hit: int | None, end: int) -> int:
@@ -140,42 +120,27 @@ class StartState:
 
 def read_checkpoints(bootstrap: str, topic: str, client_options: Mapping[str, str] | None = None,
                      timeout_s: float = 60.0) -> list[Checkpoint]:
-    """Every checkpoint record ``topic`` (``monitor.state``) holds now."""
-    import time
-
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    conf = {"bootstrap.servers": bootstrap, "group.id": "replimon-replay", "enable.auto.commit": False,
-            "enable.partition.eof": True, "auto.offset.reset": "earliest", **(client_options or {})}
-    consumer = Consumer(conf)
+    """Every checkpoint record ``topic`` (``monitor.state``) holds now (read from its oldest
+    record to its true end, read_committed); ReplayError when that makes no progress for
+    ``timeout_s``."""
+    config = {"bootstrap.servers": bootstrap, "group.id": "replimon-replay",
+              "isolation.level": "read_committed", **(client_options or {})}
     out: list[Checkpoint] = []
-    try:
-        meta = consumer.list_topics(topic, timeout=10)
-        info = meta.topics.get(topic)
-        if info is None or info.error is not None:
-            return []
-        parts = [TopicPartition(topic, p, -2) for p in sorted(info.partitions)]  # -2: beginning
-        consumer.assign(parts)
-        pending = {p.partition for p in parts}
-        deadline = time.monotonic() + timeout_s
-        while pending and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, timeout=0.5):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(msg.partition())
-                    continue
-                headers = dict(msg.headers() or [])
-                if headers.get("kind") != b"checkpoint":
-                    continue
-                value = json.loads(msg.value() or b"{}")
-                out.append(Checkpoint(value["group"], int(value["clock_ms"]), from_json_offsets(value["offsets"]),
-                                      json.dumps(value["state"], separators=(",", ":")),
-                                      value.get("run_id", ""), int(value.get("batch_id", -1))))
-        if pending:
-            raise ReplayError(f"could not read {topic} to its end within {timeout_s:.0f} s")
-    finally:
-        consumer.close()
+    with KafkaClient(config, timeout_s=timeout_s) as client:
+        spans = {tp: (BEGINNING, None) for tp in client.topic_partitions([topic])}
+        try:
+            for msgs in client.read(spans, reset="earliest"):
+                for msg in msgs:
+                    headers = dict(msg.headers() or [])
+                    if headers.get("kind") != b"checkpoint":
+                        continue
+                    value = json.loads(msg.value() or b"{}")
+                    out.append(Checkpoint(value["group"], int(value["clock_ms"]),
+                                          offsets_from_json(value["offsets"]),
+                                          json.dumps(value["state"], separators=(",", ":")),
+                                          value.get("run_id", ""), int(value.get("batch_id", -1))))
+        except TimeoutError:
+            raise ReplayError(f"could not read {topic} to its end within {timeout_s:.0f} s") from None
     return out
 
 

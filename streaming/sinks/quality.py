@@ -31,16 +31,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from replimon.quality.records import TP, Sample, offsets_json, ranges, read_sample
+from replimon.kafka import TP, offsets_json
+from replimon.quality.records import Sample, ranges, read_sample
 from replimon.streaming.sinks.base import BatchResult
 
 log = logging.getLogger("replimon.quality")
-
-
-def topic_types(settings: Any) -> dict[str, str]:
-    t = settings.kafka.topics
-    return {t.decisions: "decision", t.executions: "execution", t.heartbeats: "heartbeat",
-            t.config: "config"}
 
 
 class QualitySink:
@@ -176,7 +171,7 @@ class QualitySink:
         if self.end_offsets is None:
             return None
         spans = self.spans(batch_id)
-        types = topic_types(self.settings)
+        types = self.settings.kafka.topics.input_types
         spans = {tp: r for tp, r in spans.items() if tp[0] in types}
         return read_sample(self.settings.kafka.bootstrap_servers, spans, types,
                            limit=self.q.sample_records, salt=batch_id,

@@ -1,5 +1,5 @@
 """The embedded broker and PostgreSQL: they work, stop cleanly, and Tansu's end-offset quirk
-is characterised exactly (see "High-watermark quirk" in replimon/embedded/broker.py)."""
+is characterised exactly (replimon/kafka/client.py, "The embedded broker's quirks")."""
 
 from __future__ import annotations
 
@@ -20,11 +20,13 @@ from pathlib import Path
 import psutil
 import psycopg
 import pytest
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from replimon.embedded import EmbeddedBroker, EmbeddedPostgres, free_port, true_end_offsets
+from replimon.embedded import EmbeddedBroker, EmbeddedPostgres, free_port
 from replimon.embedded.postgres import PostgresStartError
+from replimon.kafka import KafkaClient
+from tests.support import read_topic, true_end_offsets
 
 TIMEOUT = 20.0
 
@@ -37,32 +39,12 @@ def _consumer(bootstrap: str) -> Consumer:
 
 
 def _read(bootstrap: str, topic: str, ends: dict[int, int]) -> list[tuple[int, int, bytes]]:
-    """All records (partition, offset, value) with offset < ends[partition], from offset 0.
-
-    Stops per partition at the end offset or at EOF, whichever comes first; so with the reported
-    (quirky) ends it is a reader that trusts ListOffsets, with true ends one that does not.
-    """
-    out: list[tuple[int, int, bytes]] = []
-    consumer = _consumer(bootstrap)
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-        pending = {p for p, end in ends.items() if end > 0}
-        deadline = time.monotonic() + TIMEOUT
-        while pending:
-            assert time.monotonic() < deadline, f"read timed out, pending {pending}"
-            for msg in consumer.consume(10_000, timeout=0.05):
-                part, offset, err = msg.partition(), msg.offset(), msg.error()
-                assert part is not None and offset is not None
-                if err is not None:
-                    assert err.code() == KafkaError._PARTITION_EOF, err
-                    pending.discard(part)
-                elif part in pending and offset < ends[part]:
-                    out.append((part, offset, msg.value() or b""))
-                    if offset + 1 >= ends[part]:
-                        pending.discard(part)
-    finally:
-        consumer.close()
-    return out
+    """All records (partition, offset, value) with offset < ends[partition], from offset 0 (the
+    ends must not lie past the true ends): with the reported (quirky) ends a reader that trusts
+    ListOffsets, with true ends one that does not."""
+    with KafkaClient({"bootstrap.servers": bootstrap}, timeout_s=TIMEOUT) as client:
+        return [(m.partition(), m.offset(), m.value() or b"")
+                for m in client.read_all({(topic, p): (0, end) for p, end in ends.items()})]
 
 
 def _reported_latest(bootstrap: str, topic: str, partitions: int) -> dict[str, dict[int, int]]:
@@ -108,18 +90,9 @@ def test_produce_consume_round_trip(broker: EmbeddedBroker, topic_prefix: str) -
         producer.produce(topic, key=key, value=value, headers=[("h", b"1")])
     assert producer.flush(TIMEOUT) == 0
 
-    consumer = _consumer(broker.bootstrap_servers)
-    got: list[tuple[bytes | None, bytes | None]] = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + TIMEOUT
-        while len(got) < len(sent) and time.monotonic() < deadline:
-            for msg in consumer.consume(100, timeout=0.05):
-                if msg.error() is None:
-                    assert msg.headers() == [("h", b"1")]
-                    got.append((msg.key(), msg.value()))
-    finally:
-        consumer.close()
+    records = read_topic(broker.bootstrap_servers, topic, TIMEOUT)
+    assert all(msg.headers() == [("h", b"1")] for msg in records)
+    got = [(msg.key(), msg.value()) for msg in records]
     assert got == sent
 
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from replimon.config import Kafka, Producer, Settings, Topics
 from replimon.contract import Invalid, parse_event
@@ -21,6 +19,7 @@ from replimon.producers.publisher import (
     Publisher,
     PublishError,
 )
+from tests.support import eventually, read_topic
 
 pytestmark = pytest.mark.broker
 
@@ -65,37 +64,16 @@ def publisher(
 
 
 def read_all(bootstrap: str, topic: str, expect: int, timeout: float = 20.0) -> list[Any]:
-    """Every record of ``topic``: read from offset 0 until each partition reports EOF.
+    """Every record of ``topic`` to each partition's true end (not the reported high watermark,
+    which Tansu understates), read again until there are at least ``expect``."""
+    records: list[Any] = []
 
-    EOF (not the reported high watermark, which Tansu understates) marks the true end.
-    """
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": f"test-{uuid.uuid4().hex}",  # assign() only: never joins the group
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        "fetch.wait.max.ms": 50,
-    })
-    try:
-        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-        records: list[Any] = []
-        at_eof: set[int] = set()
-        deadline = time.monotonic() + timeout
-        while len(at_eof) < len(parts) or len(records) < expect:
-            assert time.monotonic() < deadline, f"{topic}: read {len(records)} of {expect}"
-            for msg in consumer.consume(1000, timeout=0.2):
-                err = msg.error()
-                if err is None:
-                    records.append(msg)
-                    at_eof.discard(msg.partition())
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    at_eof.add(msg.partition())
-                else:
-                    raise AssertionError(f"consumer error: {err}")
-        return records
-    finally:
-        consumer.close()
+    def enough() -> bool:
+        records[:] = read_topic(bootstrap, topic, timeout)
+        return len(records) >= expect
+
+    eventually(enough, timeout=timeout, what=lambda: f"{topic}: read {len(records)} of {expect}")
+    return records
 
 
 def test_node_events_arrive_keyed_ordered_and_valid(

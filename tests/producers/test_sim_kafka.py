@@ -6,13 +6,13 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from replimon.cli import main
 from replimon.config import Topics, load_settings
 from replimon.contract import Invalid, parse_event
 from replimon.producers.publisher import Publisher
 from replimon.producers.simulator import SimOptions, Simulator, parse_injection
+from tests.support import read_topic
 
 pytestmark = pytest.mark.broker
 
@@ -23,28 +23,9 @@ def _topics(prefix: str) -> Topics:
 
 def consume_all(bootstrap: str, topics: list[str], partitions: int) -> list[tuple[str, int, bytes | None, bytes]]:
     """Read every partition from the beginning to its true end (EOF), not to the reported end."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": "replimon-test", "enable.partition.eof": True,
-        "enable.auto.commit": False, "auto.offset.reset": "earliest",
-    })
-    consumer.assign([TopicPartition(t, p, 0) for t in topics for p in range(partitions)])
-    pending = {(t, p) for t in topics for p in range(partitions)}
-    out = []
-    misses = 0
-    while pending and misses < 50:
-        msg = consumer.poll(0.2)
-        if msg is None:
-            misses += 1
-            continue
-        if msg.error():
-            if msg.error().code() == KafkaError._PARTITION_EOF:
-                pending.discard((msg.topic(), msg.partition()))
-                continue
-            raise AssertionError(msg.error())
-        out.append((msg.topic(), msg.partition(), msg.key(), msg.value()))
-    consumer.close()
-    assert not pending, f"never reached the end of {sorted(pending)}"
-    return out
+    records = [m for t in topics for m in read_topic(bootstrap, t)]
+    assert {(m.topic(), m.partition()) for m in records} <= {(t, p) for t in topics for p in range(partitions)}
+    return [(m.topic(), m.partition(), m.key(), m.value()) for m in records]
 
 
 def test_published_equals_consumed(broker: Any, topic_prefix: str) -> None:

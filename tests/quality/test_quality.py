@@ -445,21 +445,16 @@ def test_results_are_written_once(postgres: Any) -> None:
 # -- sampling a batch from Kafka -------------------------------------------------------------------
 @pytest.mark.broker
 def test_sampling_keeps_whole_groups_deterministically(broker: Any, topic_prefix: str, tmp_path: Path) -> None:
+    from replimon.kafka import KafkaClient
     from replimon.quality.records import read_sample
-    from replimon.streaming.sinks.quality import topic_types
-    from replimon.streaming.sources.kafka import KafkaClient, parse_options
     from tests.support import publish, settings_for, simulate
 
     settings = settings_for(broker, SimpleNamespace(dsn=""), topic_prefix, tmp_path)
     events = simulate(10, groups=20, seed=5)
     publish(settings, events, [("decisions", b"not json"), ("heartbeats", json.dumps(events[0]).encode())])
-    types = topic_types(settings)
-    client = KafkaClient(parse_options({"subscribe": ",".join(types),
-                                        "kafka.bootstrap.servers": broker.bootstrap_servers}))
-    try:
-        _, _, ends = client.snapshot()  # the true end of each partition
-    finally:
-        client.close()
+    types = settings.kafka.topics.input_types
+    with KafkaClient({"bootstrap.servers": broker.bootstrap_servers}) as client:
+        _, _, ends = client.snapshot(types)  # the true end of each partition
     spans = {tp: (0, end) for tp, end in ends.items() if end > 0}
     total = sum(u for _, u in spans.values())
     assert total == len(events) + 2

@@ -9,9 +9,9 @@ writes under its own run id, so tests share the session database without seeing 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
-import json
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor

@@ -1,4 +1,4 @@
-"""Recovery (issue 4): ``replimon run`` killed with SIGKILL mid-stream and started again.
+"""Recovery: ``replimon run`` killed with SIGKILL mid-stream and started again.
 
 * ``test_sigkill_mid_stream_and_restart``: the real CLI in a subprocess (live mode, 1 s
   processing-time trigger) against the session broker and PostgreSQL; a simulator trace with six
@@ -34,7 +34,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from replimon.core.limits import Limits
 from replimon.core.monitor import Monitor
@@ -465,22 +465,7 @@ def test_writer_crash_between_kafka_and_postgres(broker: Any, postgres: Any, top
 
 # -- the broker's transactions ---------------------------------------------------------------------
 def _committed_values(bootstrap: str, topic: str) -> list[bytes | None]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
-                  "enable.auto.commit": False, "enable.partition.eof": True,
-                  "isolation.level": "read_committed", "fetch.wait.max.ms": 50})
-    try:
-        c.assign([TopicPartition(topic, 0, 0)])
-        out: list[bytes | None] = []
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            msgs = c.consume(100, 0.2)
-            errors = [m.error() for m in msgs]
-            out += [m.value() for m, e in zip(msgs, errors, strict=True) if e is None]
-            if any(e is not None and e.code() == KafkaError._PARTITION_EOF for e in errors):
-                break
-        return out
-    finally:
-        c.close()
+    return [m.value() for m in read_topic(bootstrap, topic, 10, isolation_level="read_committed")]
 
 
 def test_embedded_broker_transactions_are_not_isolated(broker: Any, topic_prefix: str) -> None:

@@ -1,6 +1,6 @@
-"""What the tests share: settings on a test's own topics, publishing, simulating, reading topics
-back, running the job once over what the topics hold, and ``eventually`` (poll until a deadline,
-never a bare sleep).
+"""What the tests share: settings on a test's own topics, publishing events and producing records,
+simulating, reading topics back (with ``replimon.kafka``, to their true ends), running the job
+once over what the topics hold, and ``eventually`` (poll until a deadline, never a bare sleep).
 
 Test modules import from here (and from ``tests.support.*``: the end-to-end run, the reference
 checker, history builders, the contract's cases), never from each other.
@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import psycopg
 import pytest
 import yaml
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from replimon.config import load_settings
+from replimon.kafka import BEGINNING, KafkaClient
 from replimon.producers.simulator import SimOptions, Simulator, parse_injection
 
 T = TypeVar("T")
@@ -95,31 +95,52 @@ def publish(settings: Any, events: list[dict[str, Any]], bad: list[tuple[str, by
     assert p.flush(60) == 0
 
 
-def read_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> list[Any]:
-    """Every record of ``topic`` (all partitions, to the true end), in partition/offset order."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
-                  "enable.auto.commit": False, "enable.partition.eof": True,
-                  "isolation.level": "read_uncommitted", "fetch.wait.max.ms": 50})
-    try:
-        parts = sorted(c.list_topics(topic, timeout=timeout).topics[topic].partitions)
-        c.assign([TopicPartition(topic, p, 0) for p in parts])
-        out: list[Any] = []
-        eof: set[int | None] = set()
-        deadline = time.monotonic() + timeout
-        while len(eof) < len(parts):
-            assert time.monotonic() < deadline, f"{topic}: no end of partition within {timeout} s"
-            for m in c.consume(1000, 0.1):
-                err = m.error()
-                if err is None:
-                    out.append(m)
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
-                else:
-                    raise AssertionError(err)
-        out.sort(key=lambda m: (m.partition(), m.offset()))
-        return out
-    finally:
-        c.close()
+Rec = tuple[str, int, int, bytes]  # topic, partition, offset, value
+
+
+def produce(bootstrap: str, topic: str, items: Iterable[tuple[int, bytes | None, bytes]],
+            timestamps: Iterable[int] | None = None, batch_records: int = 10_000) -> list[Rec]:
+    """Produce (partition, key, value) items with linger (multi-record batches of up to
+    ``batch_records``); the records as the broker stored them."""
+    delivered: list[Rec] = []
+    errors: list[Any] = []
+
+    def report(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            delivered.append((msg.topic(), msg.partition(), msg.offset(), msg.value()))
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                         "batch.num.messages": batch_records})
+    stamps = iter(timestamps) if timestamps is not None else None
+    for part, key, value in items:
+        stamp = next(stamps) if stamps is not None else 0  # 0: now
+        producer.produce(topic, key=key, value=value, partition=part, on_delivery=report,
+                         timestamp=stamp)
+    assert producer.flush(30) == 0
+    assert not errors, errors
+    return delivered
+
+
+def read_topic(bootstrap: str, topic: str, timeout: float = 60.0, *,
+               isolation_level: str = "read_uncommitted") -> list[Any]:
+    """Every record of ``topic`` (all partitions, from the oldest to the true end), in
+    partition/offset order; none when the topic does not exist."""
+    config = {"bootstrap.servers": bootstrap, "isolation.level": isolation_level}
+    with KafkaClient(config, timeout_s=timeout) as client:
+        return client.read_all({tp: (BEGINNING, None) for tp in client.topic_partitions([topic])})
+
+
+def true_end_offsets(bootstrap: str, topic: str, *, isolation_level: str = "read_committed",
+                     timeout: float = 30.0) -> dict[int, int]:
+    """The true end (offset of the last record + 1) of every partition of ``topic``, as
+    ``replimon.kafka`` finds it despite the embedded broker's short ListOffsets answer."""
+    config = {"bootstrap.servers": bootstrap, "isolation.level": isolation_level}
+    with KafkaClient(config, timeout_s=timeout) as client:
+        tps = client.topic_partitions([topic])
+        assert tps, f"no topic {topic}"
+        return {p: end for (_, p), end in client.true_ends(client.watermarks(tps)).items()}
 
 
 def headers(msg: Any) -> dict[str, str]:

@@ -1,6 +1,6 @@
-"""The end-to-end run (issue 4, item 9) shared by the tests that need a PostgreSQL filled by
-the real pipeline: ``tests/streaming/test_e2e.py`` checks its verdicts, the dashboard and alert-rule tests
-(issue 5) run their SQL against its tables. ``conftest.py`` runs it once per session (fixture
+"""The end-to-end run shared by the tests that need a PostgreSQL filled by the real pipeline:
+``tests/streaming/test_e2e.py`` checks its verdicts, the dashboard and alert-rule tests run their
+SQL against its tables. ``conftest.py`` runs it once per session (fixture
 ``e2e``). Why the trace looks as it does: ``tests/streaming/test_e2e.py``'s docstring."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from confluent_kafka import Consumer, TopicPartition
 
 from replimon.core.limits import Limits
+from replimon.kafka import KafkaClient
 from replimon.producers.simulator import CATALOGUE, SimOptions, Simulator, parse_injection
 from tests.support import publish, read_topic, replay, settings_for
 
@@ -77,28 +77,18 @@ def bad_records(events: list[dict[str, Any]]) -> list[tuple[str, bytes]]:
     ]
 
 
-def _consumer() -> dict[str, Any]:
-    return {"group.id": f"e2e-{uuid.uuid4().hex}", "enable.auto.commit": False, "fetch.wait.max.ms": 50}
-
-
-
 def read_at(bootstrap: str, refs: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], bytes]:
     """The record value at each (topic, partition, offset)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, **_consumer()})
-    out: dict[tuple[str, int, int], bytes] = {}
-    try:
-        for ref in refs:
-            consumer.assign([TopicPartition(*ref)])
-            deadline = time.monotonic() + 30
-            while ref not in out:
-                assert time.monotonic() < deadline, f"no record at {ref}"
-                msg = consumer.poll(0.2)
-                if msg is not None and msg.error() is None and msg.offset() == ref[2]:
-                    out[ref] = msg.value()
-            consumer.unassign()
-        return out
-    finally:
-        consumer.close()
+    wanted = set(refs)
+    spans: dict[tuple[str, int], tuple[int, int]] = {}
+    for topic, part, off in refs:
+        low, high = spans.get((topic, part), (off, off + 1))
+        spans[(topic, part)] = (min(low, off), max(high, off + 1))
+    with KafkaClient({"bootstrap.servers": bootstrap}, timeout_s=30) as client:
+        out = {ref: msg.value() for msgs in client.read(spans) for msg in msgs
+               if (ref := (msg.topic(), msg.partition(), msg.offset())) in wanted}
+    assert set(out) == wanted, f"no record at {sorted(wanted - set(out))[:5]}"
+    return out
 
 
 def run_e2e(spark: Any, broker: Any, postgres: Any, tmp_path: Path) -> E2E:

@@ -1,6 +1,6 @@
 """How much of each partition a micro-batch capped by ``maxOffsetsPerTrigger`` admits.
 
-Two rules, both pure (no Kafka client, no clock but a duration for the log):
+Two rules, both pure (no Kafka call, no clock but a duration for the log):
 
 * `rate_limit`: Spark's rule. The cap is shared in proportion to each partition's backlog. Every
   partition moves on at the same pace in offsets, so partitions (and topics) of different
@@ -17,7 +17,8 @@ embedded broker, ignores timestamp lookups, and an offset-for-time answer would 
 (cap+1)-th timestamp anyway). It gets them from a *probe*: one call reads the record at one offset
 of each of several partitions (one fetch round on the driver, `KafkaClient.record_timestamps`) and
 returns every record that fetch brought, so the last steps of a search usually need no fetch.
-What the probes learn stays in a `TimestampIndex` for the next batches.
+What the probes learn stays in a `TimestampIndex` for the next batches. A probe that cannot read
+an offset (data loss under way) raises `RecordsUnavailable`, as a probe without an answer does.
 
 Search (`_Plan`): T lies between a feasible and an infeasible timestamp. A pivot is chosen by
 interpolating the known (offset, timestamp) points (safeguarded by bisection), and decided by
@@ -39,8 +40,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-TP = tuple[str, int]
-INF = 2**63 - 1  # the "timestamp" of an offset with no record before the planned end
+from replimon.kafka import TP, RecordsUnavailable
+
 # probe({tp: offset}) -> {tp: [(offset, timestamp), ...]}: the first point is the wanted offset
 # (with the timestamp of the record at it or, when there is none, of the next one, or INF), then
 # any records after it that the same fetch brought.
@@ -48,10 +49,6 @@ Probe = Callable[[Mapping[TP, int]], Mapping[TP, Sequence[tuple[int, int]]]]
 
 MAX_PIVOTS = 200  # never reached with nondecreasing timestamps (64-bit bisection ends sooner)
 MAX_ROUNDS = 1000  # likewise; a guard against pathological out-of-order timestamps
-
-
-class ProbeUnavailable(RuntimeError):
-    """A probe could not read a record it was planned to (out of range: data loss)."""
 
 
 def rate_limit(starts: Mapping[TP, int], ends: Mapping[TP, int], max_rows: int) -> dict[TP, int]:
@@ -217,7 +214,7 @@ class _Plan:
         for tp, off in sorted(todo.items()):
             points = list(got.get(tp, ()))
             if not points or points[0][0] != off:
-                raise ProbeUnavailable(f"no timestamp for {tp[0]}-{tp[1]} offset {off}")
+                raise RecordsUnavailable(f"no timestamp for {tp[0]}-{tp[1]} offset {off}")
             self.index.add(tp, points)
 
     def ts(self, tp: TP, off: int) -> int:

@@ -1,0 +1,249 @@
+"""The ``replimon-kafka`` source's readers on the driver: the micro-batch reader
+(`KafkaStreamReader`) and the batch reader (`KafkaBatchReader`).
+
+They plan, with one `replimon.kafka.KafkaClient` each: the partitions there are, where each
+starts and ends (true ends, never the broker's reported latest alone), how much a micro-batch
+admits (``maxOffsetsPerTrigger``, ``alignTimestamps``: ``admission.py``) and the offset ranges
+of its tasks (``planning.py``); the tasks read them (``partitions.py``). Offsets handed to Spark
+are ``{"topic": {"partition": next_offset}}`` (``replimon.kafka.offsets``); a micro-batch is the
+half-open range ``[start, end)`` of every partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from replimon.kafka import TP, KafkaClient, RecordsUnavailable, offsets_from_json, offsets_to_json
+from replimon.streaming.sources.kafka.admission import (
+    AlignStats,
+    TimestampIndex,
+    plan_aligned,
+    rate_limit,
+)
+from replimon.streaming.sources.kafka.options import (
+    SOURCE_NAME,
+    Endpoint,
+    Options,
+    check_batch_start,
+    check_ending,
+    data_loss,
+)
+from replimon.streaming.sources.kafka.partitions import (
+    KafkaInputPartition,
+    KafkaRangesPartition,
+    input_partitions,
+    read_partition,
+)
+from replimon.streaming.sources.kafka.planning import Range, resolve, split_ranges
+
+logger = logging.getLogger("replimon.streaming.sources.kafka")
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch reader. Lives in one long-lived driver-side Python process (one KafkaClient);
+    a copy is pickled to the executors, where only `read` runs."""
+
+    def __init__(self, opts: Options) -> None:
+        check_ending(opts)
+        self.opts = opts
+        self._client: KafkaClient | None = None
+        self._target: dict[TP, int] | None = None  # availableNow: nothing past this
+        self._bound: dict[TP, int] | None = None  # endingOffsets/endingTimestamp, once resolved
+        self._latest: dict[TP, int] | None = None  # last true ends seen, for reportLatestOffset
+        self._stamps = TimestampIndex()  # alignTimestamps: record timestamps probed so far
+        self.last_alignment: AlignStats | None = None  # alignTimestamps: the last capped plan
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_client"] = None
+        state["_stamps"] = TimestampIndex()  # executors only read
+        return state
+
+    @property
+    def client(self) -> KafkaClient:
+        if self._client is None:
+            self._client = self.opts.new_client()
+        return self._client
+
+    def _resolve_bound(self, tps: Sequence[TP], marks: Mapping[TP, tuple[int, int]],
+                       ends: Mapping[TP, int]) -> None:
+        """endingOffsets / endingTimestamp (an extension: Spark allows them in batch only) are
+        resolved once per run, the first time partitions are looked at."""
+        if self._bound is None and self.opts.ending.kind != "default":
+            self._bound = resolve(self.client, self.opts, self.opts.ending, "ending", tps, marks,
+                                  ends)
+            logger.info("%s: ending at %s", SOURCE_NAME, offsets_to_json(self._bound))
+
+    def initialOffset(self) -> dict:
+        tps, marks, ends = self.client.snapshot(self.opts.selects)
+        self._latest = ends
+        self._resolve_bound(tps, marks, ends)
+        kind = self.opts.starting.kind
+        endpoint = self.opts.starting if kind != "default" else Endpoint("latest",
+                                                                         option="startingOffsets")
+        return offsets_to_json(resolve(self.client, self.opts, endpoint, "starting", tps, marks,
+                                       ends))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        _tps, _marks, ends = self.client.snapshot(self.opts.selects)
+        self._target = dict(ends)
+        logger.info("%s: availableNow target %s", SOURCE_NAME, offsets_to_json(ends))
+
+    def _present(self, start: Mapping[TP, int]) -> tuple[list[TP], set[TP]]:
+        """Current partitions, and those of `start` that are gone (checked twice)."""
+        tps = self.client.topic_partitions(self.opts.selects)
+        gone = set(start) - set(tps)
+        if gone:
+            time.sleep(0.5)  # metadata of a topic being created can lag: ask again
+            tps = self.client.topic_partitions(self.opts.selects)
+            gone = set(start) - set(tps)
+        return tps, gone
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = offsets_from_json(start)
+        tps, gone = self._present(begin)
+        for tp in sorted(gone):
+            data_loss(self.opts, f"Partition {tp[0]}-{tp[1]} is gone (was at offset {begin[tp]})")
+        marks = self.client.watermarks(tps)
+        avail = self.client.true_ends(marks)
+        self._latest = dict(avail)
+        self._resolve_bound(tps, marks, avail)
+        limits = [lim for lim in (self._target, self._bound) if lim is not None]
+        result: dict[TP, int] = {tp: begin[tp] for tp in gone}  # carried forward
+        starts: dict[TP, int] = {}
+        for tp in tps:
+            if tp in begin:
+                first = begin[tp]
+            else:
+                if any(tp not in lim for lim in limits):
+                    continue  # appeared after the availableNow target / the end was fixed
+                first = marks[tp][0]  # a new partition starts at earliest
+                if first != 0:
+                    data_loss(self.opts, f"Added partition {tp[0]}-{tp[1]} starts from offset "
+                                         f"{first} instead of 0")
+            if first > avail[tp]:
+                data_loss(self.opts, f"Partition {tp[0]}-{tp[1]}'s offset was changed from "
+                                     f"{first} to {avail[tp]}")
+                result[tp] = avail[tp]  # skip to the current end (partitions() skips the range)
+                continue
+            end = avail[tp]
+            for lim in limits:  # availableNow target, ending offsets: never past them
+                end = max(first, min(end, lim.get(tp, first)))
+            starts[tp] = first
+            result[tp] = end
+        if isinstance(limit, ReadMaxRows):
+            tops = {tp: result[tp] for tp in starts}
+            if self.opts.align_timestamps:
+                result.update(self._aligned(starts, tops, limit.max_rows))
+            else:
+                result.update(rate_limit(starts, tops, limit.max_rows))
+        elif not isinstance(limit, ReadAllAvailable):
+            raise NotImplementedError(f"{SOURCE_NAME}: read limit {limit!r} is not supported")
+        return offsets_to_json(result)
+
+    def _aligned(self, starts: Mapping[TP, int], ends: Mapping[TP, int],
+                 cap: int) -> dict[TP, int]:
+        """alignTimestamps: cut every partition at one record timestamp (``admission.py``)."""
+        self._stamps.prune(starts)
+        try:
+            out, stats = plan_aligned(starts, ends, cap, self._stamps,
+                                      self.client.record_timestamps)
+        except RecordsUnavailable as exc:  # data loss under way: reading will report it
+            logger.warning("%s: alignTimestamps: %s; this batch is cut in proportion to the "
+                           "backlogs instead", SOURCE_NAME, exc)
+            return rate_limit(starts, ends, cap)
+        if stats.capped:
+            self.last_alignment = stats
+            log = logger.warning if stats.fallback else logger.info
+            log("%s: aligned batch at timestamp %s: %d of %d offsets (cap %d)%s%s, %d probes in "
+                "%d rounds, %d pivots, %.0f ms", SOURCE_NAME, stats.timestamp, stats.records,
+                stats.backlog, cap, ", earliest timestamp split" if stats.tie_split else "",
+                f", proportional cut ({stats.fallback})" if stats.fallback else "", stats.probes,
+                stats.rounds, stats.pivots, stats.seconds * 1000)
+        return out
+
+    def reportLatestOffset(self) -> dict | None:
+        return offsets_to_json(self._latest) if self._latest is not None else None
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begin, finish = offsets_from_json(start), offsets_from_json(end)
+        new = sorted(tp for tp in finish if tp not in begin)
+        lows = {tp: m[0] for tp, m in self.client.watermarks(new).items()} if new else {}
+        ranges: list[Range] = []
+        for tp, until in sorted(finish.items()):
+            first = begin[tp] if tp in begin else lows[tp]
+            if until < first:
+                # latestOffset reported this already (and failed if failOnDataLoss); a re-run
+                # of the batch after the option changed must not read it either.
+                logger.warning("%s: skipping %s-%s, offset moved back from %s to %s",
+                               SOURCE_NAME, tp[0], tp[1], first, until)
+                continue
+            ranges.append((tp[0], tp[1], first, until))
+        ranges = split_ranges(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)
+        return input_partitions(ranges, self.opts.max_partitions)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, (KafkaInputPartition, KafkaRangesPartition)), partition
+        return read_partition(self.opts, partition)
+
+    def commit(self, end: dict) -> None:
+        # Nothing to do: offsets live in Spark's checkpoint, no consumer group is used.
+        logger.debug("%s: committed %s", SOURCE_NAME, end)
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+class KafkaBatchReader(DataSourceReader):
+    """spark.read: [startingOffsets, endingOffsets) fixed when the query is planned."""
+
+    def __init__(self, opts: Options) -> None:
+        check_batch_start(opts)
+        check_ending(opts)
+        self.opts = opts
+
+    def partitions(self) -> Sequence[InputPartition]:
+        client = self.opts.new_client()
+        try:
+            tps, marks, ends = client.snapshot(self.opts.selects)
+            starts = resolve(client, self.opts, self.opts.starting, "starting", tps, marks, ends)
+            finals = resolve(client, self.opts, self.opts.ending, "ending", tps, marks, ends)
+        finally:
+            client.close()
+        ranges: list[Range] = []
+        for tp in tps:
+            first, until = starts[tp], finals[tp]
+            if until > ends[tp]:
+                data_loss(self.opts, f"endingOffsets {until} of {tp[0]}-{tp[1]} is past the end "
+                                     f"of the partition ({ends[tp]})")
+                until = ends[tp]
+            if first > until:
+                data_loss(self.opts, f"The offset range of {tp[0]}-{tp[1]} is empty: start "
+                                     f"{first} is past the end {until}")
+                continue
+            ranges.append((tp[0], tp[1], first, until))
+        ranges = split_ranges(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)
+        return input_partitions(ranges, self.opts.max_partitions)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(self.opts, partition)
+
