@@ -1,14 +1,15 @@
-"""Publishing contract-v1 events to Kafka: the transport and the per-node envelope library.
+"""Publishing contract-v1 events to Kafka: the transport.
 
-Two layers:
+Two layers (the second is ``node.py``):
 
 * :class:`Publisher` is the Kafka transport (one ``confluent_kafka.Producer``): idempotent,
-  ``acks=all``, key = group so one group's events stay in one partition, in order (SPEC 3).
-  It never drops an event silently: a full local queue blocks (back-pressure) and then raises,
-  every delivery outcome is reported, and a failed delivery makes the next ``flush`` raise.
-* :class:`NodePublisher` is what a replica integration holds for ONE node of one group: it owns the
-  envelope (``v``, ``ts_ms``, ``seq``, ``incarnation``), validates each event against the contract
-  models before it leaves the process, and hands it to a shared :class:`Publisher`.
+  ``acks=all``, key = group so one group's events stay in one partition, in order
+  (docs/contract.md). It never drops an event silently: a full local queue blocks
+  (back-pressure) and then raises, every delivery outcome is reported, and a failed delivery makes
+  the next ``flush`` raise.
+* ``NodePublisher`` (``node.py``) is what a replica integration holds for ONE node of one group:
+  it owns the envelope (``v``, ``ts_ms``, ``seq``, ``incarnation``), validates each event against
+  the contract before it leaves the process, and hands it to a shared :class:`Publisher`.
 
 Exceptions (the whole tree)::
 
@@ -23,7 +24,7 @@ reason); using a closed publisher is a :class:`RuntimeError`.
 Thread-safety: a :class:`Publisher` may be shared by any number of threads (confluent's Producer
 is thread-safe; our counters are updated under a lock). Delivery callbacks, including the user's
 ``on_delivery``, run on whichever thread is inside ``send``/``poll``/``flush``; keep them short.
-A :class:`NodePublisher` is safe to call from several threads too: building, sending and
+A ``NodePublisher`` is safe to call from several threads too: building, sending and
 numbering one event happen under its lock, so ``seq`` order is the order handed to Kafka (a send
 blocked by back-pressure holds that lock, which is what keeps the order).
 """
@@ -41,11 +42,8 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import Producer as _KafkaProducer
-from pydantic import BaseModel, ValidationError
 
 from replimon.config import Producer, Topics
-from replimon.contract import Execution, Invalid, decode_event
-from replimon.contract.parse import reason_of
 
 if TYPE_CHECKING:
     from replimon.config import Settings
@@ -53,7 +51,6 @@ if TYPE_CHECKING:
 __all__ = [
     "BufferFull",
     "DeliveryReport",
-    "NodePublisher",
     "PublishError",
     "Publisher",
     "PublisherStats",
@@ -371,180 +368,3 @@ def _describe(exc: KafkaException) -> str:
     if isinstance(err, KafkaError):
         return f"{err.name()}: {err.str()}"
     return str(exc)
-
-
-def _plain(value: Any) -> Any:
-    """Pydantic models (View, Member, ConfigCommand...) as the JSON objects of the contract."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", exclude_none=True)
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
-class NodePublisher:
-    """The events of ONE node of one group: envelope, sequence numbers, validation.
-
-    ``seq`` counts 0, 1, 2, ... within an incarnation and is consumed only when the publisher
-    accepted the event: an invalid event (:class:`ValueError`) or a :class:`BufferFull` leaves
-    the next event with the same number, so the monitor sees no gap. Every method returns the
-    event dict exactly as it went on the wire.
-    """
-
-    def __init__(
-        self,
-        publisher: Publisher,
-        group: str,
-        node: str,
-        incarnation: int = 0,
-        clock: Callable[[], int] = wall_clock_ms,
-    ) -> None:
-        _check_envelope(group, node, incarnation)
-        self.publisher = publisher
-        self.group = group
-        self.node = node
-        self._incarnation = incarnation
-        self._seq = 0
-        self._clock = clock
-        self._lock = threading.Lock()
-
-    @property
-    def incarnation(self) -> int:
-        return self._incarnation
-
-    @property
-    def next_seq(self) -> int:
-        """The ``seq`` the next event will carry."""
-        return self._seq
-
-    def restart(self, incarnation: int | None = None) -> int:
-        """Start a new incarnation (default: the previous one + 1); ``seq`` restarts at 0.
-
-        An explicit ``incarnation`` must be greater than the current one: reusing a number would
-        make the monitor drop the new events as duplicates.
-        """
-        with self._lock:
-            new = self._incarnation + 1 if incarnation is None else incarnation
-            _check_envelope(self.group, self.node, new)
-            if new <= self._incarnation:
-                raise ValueError(f"incarnation must grow: {new} after {self._incarnation}")
-            self._incarnation = new
-            self._seq = 0
-            return new
-
-    def decision(
-        self,
-        instance: int,
-        proposer: str,
-        kind: str,
-        count: int = 1,
-        digest: str | None = None,
-        window_base: int | None = None,
-        config: Mapping[str, Any] | BaseModel | None = None,
-    ) -> dict[str, Any]:
-        """This node learned the decision of ``instance`` (or of a run of ``count``)."""
-        return self._publish(
-            "decision",
-            instance=instance,
-            count=count,
-            proposer=proposer,
-            kind=kind,
-            digest=digest,
-            window_base=window_base,
-            config=config,
-        )
-
-    def execution(self, executed: int) -> dict[str, Any]:
-        """This node's last executed instance."""
-        return self._publish("execution", executed=executed)
-
-    def heartbeat(
-        self,
-        executed: int,
-        decided: int,
-        protocol: int,
-        status: str,
-        view: Mapping[str, Any] | BaseModel | None = None,
-        cache_size: int | None = None,
-        suspects: list[str] | None = None,
-        version: str | None = None,
-    ) -> dict[str, Any]:
-        """This node's periodic report of where it stands."""
-        return self._publish(
-            "heartbeat",
-            executed=executed,
-            decided=decided,
-            protocol=protocol,
-            status=status,
-            view=view,
-            cache_size=cache_size,
-            suspects=suspects,
-            version=version,
-        )
-
-    def config(
-        self,
-        instance: int,
-        outcome: str,
-        start: int | None = None,
-        event_horizon: int | None = None,
-        members: list[Any] | None = None,
-        reason: str | None = None,
-    ) -> dict[str, Any]:
-        """This node executed the config command decided at ``instance``: installed or refused."""
-        return self._publish(
-            "config",
-            instance=instance,
-            outcome=outcome,
-            start=start,
-            event_horizon=event_horizon,
-            members=members,
-            reason=reason,
-        )
-
-    def _publish(self, event_type: str, **fields: Any) -> dict[str, Any]:
-        with self._lock:
-            event: dict[str, Any] = {
-                "v": 1,
-                "type": event_type,
-                "group": self.group,
-                "node": self.node,
-                "ts_ms": self._clock(),
-                "seq": self._seq,
-                "incarnation": self._incarnation,
-            }
-            event.update((k, _plain(v)) for k, v in fields.items() if v is not None)
-            try:
-                wire = encode_event(event)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"{event_type} event is not JSON: {exc}") from None
-            # Validate the exact bytes that will go out, with the monitor's own parser.
-            verdict = decode_event(wire)
-            if isinstance(verdict, Invalid):
-                raise ValueError(f"invalid {event_type} event: {verdict.reason}")
-            self.publisher.send_raw(
-                self.publisher.topics.for_event_type(event_type),
-                self.group.encode("utf-8"),
-                wire,
-            )
-            self._seq += 1
-            return event
-
-
-def _check_envelope(group: str, node: str, incarnation: int) -> None:
-    """Validate ids and incarnation with the contract's own models (no second regex)."""
-    try:
-        Execution.model_validate(
-            {
-                "v": 1,
-                "type": "execution",
-                "group": group,
-                "node": node,
-                "ts_ms": 0,
-                "seq": 0,
-                "incarnation": incarnation,
-                "executed": 0,
-            }
-        )
-    except ValidationError as exc:
-        raise ValueError(reason_of(exc)) from None

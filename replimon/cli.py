@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from replimon.config import ConfigError, Settings, load_settings
+from replimon.console import check_summary, err, parse_time, print_faults, validate_summary
 
 try:  # typer >= 0.20 vendors click; its exceptions live there
     from typer._click import exceptions as click_exc
@@ -30,7 +30,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-err = Console(stderr=True)
 
 
 class _State:
@@ -86,14 +85,14 @@ def simulate(
     )
 
     if list_faults:
-        _print_faults(CATALOGUE)
+        print_faults(CATALOGUE)
         return
     if (out is None) == (not kafka):
         raise fail("simulate: give exactly one of --out FILE or --kafka")
     try:
         duration_ms = parse_duration_ms(duration)
         injections = [parse_injection(text) for text in inject or []]
-        start_ms = _parse_start(start) if start else (int(time.time() * 1000) if kafka else DEFAULT_START_MS)
+        start_ms = parse_time(start) if start else (int(time.time() * 1000) if kafka else DEFAULT_START_MS)
     except ValueError as exc:
         raise fail(f"simulate: {exc}") from None
     if duration_ms <= 0 and not kafka:
@@ -136,33 +135,6 @@ def _simulator(cls: Any, options: Any, injections: Any, sink: Any) -> Any:
         return cls(options, injections, sink)
     except ValueError as exc:
         raise fail(f"simulate: {exc}") from None
-
-
-def _parse_start(text: str, flag: str = "--start") -> int:
-    if text.isdigit():
-        return int(text)
-    from datetime import datetime
-
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"{flag}: not ISO-8601 or epoch ms: {text!r}") from None
-    if dt.tzinfo is None:
-        raise ValueError(f"{flag}: give a time zone (e.g. 2026-01-01T00:00:00Z)")
-    return int(dt.timestamp() * 1000)
-
-
-def _print_faults(catalogue: dict[str, Any]) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(title=escape("simulator fault catalogue (inject with --inject NAME[:GROUP][@TIME])"))
-    table.add_column("fault")
-    table.add_column("alert it must raise")
-    table.add_column("what happens")
-    for spec in catalogue.values():
-        table.add_row(spec.name, spec.alert, escape(spec.summary))
-    Console(width=max(Console().width, 140)).print(table)
 
 
 # ------------------------------------------------------------------------ embedded servers
@@ -287,8 +259,8 @@ def replay(
     if api not in ("row", "pandas"):
         raise fail(f"replay: --api must be row or pandas (got {api!r})")
     try:
-        from_ms = _parse_start(from_, "--from")
-        to_ms = _parse_start(to, "--to")
+        from_ms = parse_time(from_, "--from")
+        to_ms = parse_time(to, "--to")
     except ValueError as exc:
         raise fail(f"replay: {exc}") from None
     names = [g.strip() for g in groups.split(",") if g.strip()] if groups else None
@@ -356,8 +328,8 @@ def diff(
     window = None
     try:
         if from_ is not None or to is not None:
-            window = (_parse_start(from_, "--from") if from_ else 0,
-                      _parse_start(to, "--to") if to else 10**13)
+            window = (parse_time(from_, "--from") if from_ else 0,
+                      parse_time(to, "--to") if to else 10**13)
         result = diff_runs(state.settings().postgres.dsn, run_a, run_b, window=window)
     except ValueError as exc:
         raise fail(f"diff: {exc}") from None
@@ -425,40 +397,8 @@ def check(
                 stream.close()
     out.flush()
     failed = result.failed(fail_on)
-    _check_summary(result, time.perf_counter() - started, failed, fail_on)
+    check_summary(result, time.perf_counter() - started, failed, fail_on)
     raise typer.Exit(1 if failed else 0)
-
-
-def _check_summary(result: Any, seconds: float, failed: bool, fail_on: str) -> None:
-    """A human summary on stderr: a table on a terminal, plain lines otherwise."""
-    from rich.table import Table
-
-    from replimon.check import SEVERITY_RANK
-
-    span = 0.0 if result.first_ts is None else (result.last_ts - result.first_ts) / 1000
-    head = (f"{result.events} events from {result.groups} group(s) over {span:.1f} s of event time "
-            f"checked in {seconds:.1f} s; {len(result.bad)} bad line(s), {result.duplicates} "
-            f"duplicate(s), {result.lost} event(s) lost")
-    for bad in result.bad[:20]:
-        err.print(f"bad line {bad.source}:{bad.line}: {bad.reason}", highlight=False, markup=False, soft_wrap=True)
-    if len(result.bad) > 20:
-        err.print(f"... and {len(result.bad) - 20} more bad line(s)", highlight=False, markup=False)
-    firing = sorted(result.firing().items(), key=lambda kv: (-SEVERITY_RANK[kv[0][1]], kv[0][0]))
-    verdict = f"FAILED (--fail-on {fail_on})" if failed else "ok"
-    if err.is_terminal:
-        table = Table(title=head, title_justify="left")
-        for col in ("kind", "severity", "category", "firing"):
-            table.add_column(col)
-        for (kind, sev, cat), n in firing:
-            table.add_row(kind, sev, cat, str(n))
-        err.print(table)
-        err.print(f"result: {verdict}", highlight=False, markup=False)
-        return
-    err.print(head, highlight=False, markup=False, soft_wrap=True)
-    for (kind, sev, cat), n in firing:
-        err.print(f"  {kind:<26} {sev:<8} {cat:<9} {n}", highlight=False, markup=False)
-    err.print(f"result: {verdict}", highlight=False, markup=False)
-
 
 
 # ------------------------------------------------------------------------------- validate
@@ -488,40 +428,12 @@ def validate(
             result = validate_files(settings, files, docs=folder)
         else:
             assert from_ is not None and to is not None
-            result = validate_window(settings, _parse_start(from_, "--from"), _parse_start(to, "--to"),
+            result = validate_window(settings, parse_time(from_, "--from"), parse_time(to, "--to"),
                                      docs=folder, max_records=max_records)
     except (ValidateError, ValueError, OSError) as exc:
         raise fail(f"validate: {exc}") from None
-    _validate_summary(result)
+    validate_summary(result)
     raise typer.Exit(1 if result.failed else 0)
-
-
-def _validate_summary(result: Any) -> None:
-    """The verdict per expectation on stdout: a table on a terminal, plain lines otherwise."""
-    from rich.table import Table
-
-    from replimon.quality.command import headline, summary_rows, verdict
-
-    out = Console()
-    for line in result.invalid:
-        err.print(f"not validated: {line}", highlight=False, markup=False, soft_wrap=True)
-    rows = summary_rows(result)
-    if out.is_terminal:
-        table = Table(title=headline(result), title_justify="left")
-        for col in ("suite", "expectation", "result", "evaluated", "unexpected", "samples"):
-            table.add_column(col, overflow="fold")
-        for row in rows:
-            table.add_row(*row, style=None if row[2] == "pass" else "bold red")
-        out.print(table, highlight=False, markup=False)
-    else:
-        out.print(headline(result), highlight=False, markup=False, soft_wrap=True)
-        for suite, name, res, evaluated, unexpected, samples in rows:
-            out.print(f"  {res:<5} {suite:<20} {name}  evaluated {evaluated or '-'}, unexpected "
-                      f"{unexpected or '0'}" + (f"  e.g. {samples}" if samples else ""),
-                      highlight=False, markup=False, soft_wrap=True)
-    out.print(f"result: {verdict(result)}", highlight=False, markup=False)
-    if result.docs is not None:
-        out.print(f"data docs: {result.docs}", highlight=False, markup=False, soft_wrap=True)
 
 
 # ----------------------------------------------------------------------------- dashboards

@@ -12,10 +12,10 @@ import pytest
 
 from replimon.config import Kafka, Producer, Settings, Topics
 from replimon.contract import Invalid, parse_event
+from replimon.producers.node import NodePublisher
 from replimon.producers.publisher import (
     BufferFull,
     DeliveryReport,
-    NodePublisher,
     Publisher,
     PublishError,
 )
