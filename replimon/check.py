@@ -15,9 +15,9 @@ from typing import IO, Any
 
 from replimon.contract import Invalid, parse_event
 from replimon.contract.parse import event_to_dict
+from replimon.core import Monitor
 from replimon.core.alerts import CRITICAL, FIRING, INFO, VIOLATION, WARNING, Alert
 from replimon.core.limits import Limits
-from replimon.core.monitor import Monitor
 
 SEVERITY_RANK = {INFO: 0, WARNING: 1, CRITICAL: 2}
 FAIL_ON = ("violation", "critical", "warning", "never")

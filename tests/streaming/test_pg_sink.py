@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from replimon.core.monitor import GroupMonitor, Monitor
+from replimon.core import GroupMonitor, Monitor
 from replimon.embedded import EmbeddedPostgres
 from replimon.producers.simulator import SimOptions, Simulator, parse_injection
 from replimon.streaming.sinks.postgres import (

@@ -37,8 +37,8 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from replimon.core import Monitor
 from replimon.core.limits import Limits
-from replimon.core.monitor import Monitor
 from replimon.producers.simulator import SimOptions, Simulator, parse_injection
 from tests.support import eventually, headers, job_config, publish, read_topic
 
