@@ -13,7 +13,7 @@ and NODE_SILENT (docs/rules.md, "Time").
 
 An event's path: ``Admission`` puts each node's events in order (holds, duplicates, EVENTS_LOST);
 each admitted event ends a silence (``Liveness.heard``) and goes to the protocol family's rules
-(``XComRules.on_event``). Every ``EVAL_STEP_MS`` of group clock, and at every ``on_timer``, an
+(``XComRules.handlers``: one per event type). Every ``EVAL_STEP_MS`` of group clock, and at every ``on_timer``, an
 evaluation gives the verdicts that needed more input and the wedges that need time to pass.
 """
 
@@ -24,8 +24,8 @@ from typing import Any
 from replimon.core.alerts import Alert
 from replimon.core.codec import check_version, dump, load
 from replimon.core.limits import Limits
-from replimon.core.rules.admission import Admission, Process
-from replimon.core.rules.base import Context, NodeState, Src
+from replimon.core.rules.admission import Admission
+from replimon.core.rules.base import Context, Handler, NodeState, Src
 from replimon.core.rules.liveness import Liveness
 from replimon.core.rules.xcom.family import XComRules
 
@@ -177,12 +177,14 @@ class GroupMonitor:
         return m
 
 
-def _processor(ctx: Context, live: Liveness, family: XComRules) -> Process:
+def _processor(ctx: Context, live: Liveness, family: XComRules) -> Handler:
     """What admission does with each admitted event, in its node's order: note it on the node,
     end the silences it ends, hand it to the family's rules. (A closure over the parts, not a
     method of the monitor: the monitor is then freed by reference counting alone, without a
     cycle through its admission, which matters when Spark builds one per group and batch.)"""
-    heard, on_event = live.heard, family.on_event
+    heard = live.heard
+    handlers, other = family.handlers()
+    handler = handlers.get
 
     def process(ns: NodeState, node: str, ev: dict[str, Any], src: Src) -> None:
         newer = ev["ts_ms"] > ns.last_ts
@@ -191,6 +193,6 @@ def _processor(ctx: Context, live: Liveness, family: XComRules) -> Process:
         ns.last_ev, ns.last_src = ev, src
         if ctx.open:
             heard(node, newer, ev, src)
-        on_event(ns, node, ev, src)
+        handler(ev["type"], other)(ns, node, ev, src)
 
     return process

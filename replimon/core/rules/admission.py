@@ -20,12 +20,9 @@ protocol family, which knows the frontier, with ``execution_regression`` below (
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from replimon.core.rules.base import COMPLETE, INCOMPLETE, UNKNOWN, Context, NodeState, Src
-
-Process = Callable[[NodeState, str, dict[str, Any], Src], None]
+from replimon.core.rules.base import COMPLETE, INCOMPLETE, UNKNOWN, Context, Handler, NodeState, Src
 
 
 class Admission:
@@ -33,7 +30,7 @@ class Admission:
 
     __slots__ = ("ctx", "process", "holding")
 
-    def __init__(self, ctx: Context, process: Process) -> None:
+    def __init__(self, ctx: Context, process: Handler) -> None:
         self.ctx = ctx
         self.process = process
         self.holding: set[str] = set()  # derived from the nodes' ``held`` (not stored)

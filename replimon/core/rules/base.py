@@ -18,6 +18,7 @@ the same history gives the same ids live or replayed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,10 @@ class NodeState:
     last_ev: dict[str, Any] | None = None  # its last event, for NODE_SILENT's evidence
     last_src: Src = None
     held: list[tuple[int, int, dict[str, Any], Src]] = field(default_factory=list)
+
+
+# What takes one admitted event: (its node's state, the node, the event, where it was read).
+Handler = Callable[[NodeState, str, dict[str, Any], Src], None]
 
 
 class Context:

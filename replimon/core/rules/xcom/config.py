@@ -44,7 +44,7 @@ from replimon.core.configmap import (
     ConfigMap,
     Outcome,
 )
-from replimon.core.rules.base import COMPLETE, INCOMPLETE, Context, Src
+from replimon.core.rules.base import COMPLETE, INCOMPLETE, Context, NodeState, Src
 from replimon.core.rules.xcom.records import (
     CommandRecord,
     command_of,
@@ -148,7 +148,8 @@ class ConfigRules:
                     self.cmap.install(rec.actual)
 
     # -- config reports --------------------------------------------------------------------------
-    def on_report(self, node: str, ev: dict[str, Any], src: Src) -> None:
+    def on_report(self, ns: NodeState, node: str, ev: dict[str, Any], src: Src) -> None:
+        """A config report (``ns``: the reporter's state, unused: reports are judged by content)."""
         c = ev["instance"]
         got = report_key(ev)
         rec = self.records.get(c)
