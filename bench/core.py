@@ -49,7 +49,7 @@ from typing import Any
 from report import render_tables  # bench/report.py (the scripts run from bench/)
 
 from replimon.contract import Invalid, parse_event
-from replimon.core.monitor import Monitor
+from replimon.core import Monitor
 from replimon.core.rules.base import FIRED_MEMORY
 from replimon.producers.simulator import SimOptions, Simulator
 
@@ -266,7 +266,7 @@ def composition(mon: Monitor) -> dict[str, Any]:
     for g in mon.groups.values():
         st = g.to_state()
         nodes.append(len(st["nodes"]))
-        members.append(len(g.cmap.latest().members) if g.cmap.configs else 0)
+        members.append(len(g.family.cmap.latest().members) if g.family.cmap.configs else 0)
         fired.append(len(st["fired"]))
         node_bytes = len(json.dumps(st["nodes"], separators=(",", ":")))
         per_node.append(node_bytes // max(1, len(st["nodes"])))

@@ -108,7 +108,7 @@ from typing import Any
 from report import render_tables  # bench/report.py (the scripts run from bench/)
 
 from replimon.contract import parse_event
-from replimon.core.monitor import Monitor
+from replimon.core import Monitor
 from replimon.producers.simulator import Injection, SimOptions, Simulator
 
 SCHEMA = 1

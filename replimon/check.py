@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from replimon.contract import Invalid, decode_event
+from replimon.core import Monitor
 from replimon.core.alerts import CRITICAL, FIRING, INFO, VIOLATION, WARNING, Alert
 from replimon.core.limits import Limits
-from replimon.core.monitor import Monitor
 
 SEVERITY_RANK = {INFO: 0, WARNING: 1, CRITICAL: 2}
 FAIL_ON = ("violation", "critical", "warning", "never")

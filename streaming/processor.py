@@ -46,9 +46,9 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from replimon.core import GroupMonitor
 from replimon.core.alerts import Alert
 from replimon.core.limits import Limits
-from replimon.core.monitor import GroupMonitor
 from replimon.streaming.rows import (
     ALERT,
     CHECKPOINT,

@@ -69,8 +69,9 @@ class Block:
 
 
 @dataclass
-class CommandRecord:
-    """A decided config command, its outcome, and the per-node report overrides of faults."""
+class DecidedCommand:
+    """A config command the simulated group decided at ``instance``, and the outcome every member
+    gets executing it (what a correct node reports)."""
 
     instance: int
     command: Command
@@ -82,7 +83,7 @@ class Proposal:
     """A queued config command; calling it tells whether it has been decided (a script wait)."""
 
     command: Command
-    record: CommandRecord | None = None
+    record: DecidedCommand | None = None
 
     def __call__(self) -> bool:
         return self.record is not None
@@ -166,7 +167,7 @@ class GroupSim:
         self.cmap = ConfigMap(rules)
         self.nodes: dict[str, NodeSim] = {}
         self.blocks: list[Block] = []
-        self.commands: dict[int, CommandRecord] = {}
+        self.commands: dict[int, DecidedCommand] = {}
         self.queue: list[tuple[Command, dict[str, Any], Proposal]] = []
         self.decided = 0
         self.credit = 0.0
@@ -193,7 +194,7 @@ class GroupSim:
             members.append((node.id, node.protocol))
         boot = self.cmap.apply(0, Command("boot", tuple(members), rules.default_eh))
         assert boot.config is not None
-        self.commands[0] = CommandRecord(0, Command("boot", tuple(members), rules.default_eh), boot)
+        self.commands[0] = DecidedCommand(0, Command("boot", tuple(members), rules.default_eh), boot)
         self.blocks.append(
             Block(0, 1, "n1", "config", 0, self.commands[0].command)
         )
@@ -311,7 +312,7 @@ class GroupSim:
             fields["config"] = command_json(block.command)
         self.emit(node, "decision", fields)
 
-    def _config_event(self, node: NodeSim, rec: CommandRecord) -> None:
+    def _config_event(self, node: NodeSim, rec: DecidedCommand) -> None:
         fields: dict[str, Any] = {"instance": rec.instance}
         cfg = rec.outcome.config
         if cfg is not None:
@@ -544,7 +545,7 @@ class GroupSim:
                 for node_id, proto in command.nodes:
                     if node_id not in self.nodes:
                         self._new_node(node_id, proto if proto is not None else NEW_PROTOCOL)
-        rec = CommandRecord(instance, command, outcome)
+        rec = DecidedCommand(instance, command, outcome)
         self.commands[instance] = rec
         self.blocks.append(Block(instance, 1, proposer.id, "config", proposer.executed, command))
         self.decided = instance

@@ -1,4 +1,4 @@
-"""Alerts (SPEC section 5): the kinds, their severity and category, and the alert record.
+"""Alerts (docs/rules.md, "Alert records"): the kinds, their severity and category, the record.
 
 An alert's ``alert_id`` is a hash of (group, kind, occurrence key): the key names the occurrence by
 facts of the history (an instance, a node and incarnation, the event time a condition began), never
@@ -16,7 +16,7 @@ CRITICAL, WARNING, INFO = "critical", "warning", "info"
 VIOLATION, WEDGE, DATA = "violation", "wedge", "data"
 FIRING, RESOLVED = "firing", "resolved"
 
-# kind -> (severity, category). Violations are critical unless SPEC notes otherwise.
+# kind -> (severity, category), as docs/rules.md ("The alerts") lists them.
 KINDS: dict[str, tuple[str, str]] = {
     "EH_OUT_OF_DOMAIN": (CRITICAL, VIOLATION),
     "EH_CHANGE_WITH_OLD_MEMBER": (CRITICAL, VIOLATION),
@@ -80,7 +80,7 @@ def ref(event: dict[str, Any], src: dict[str, Any] | None = None) -> dict[str, A
 
 @dataclass(slots=True)
 class Alert:
-    """One alert record with the fields of SPEC section 5."""
+    """One alert record with the fields of docs/rules.md, "Alert records"."""
 
     alert_id: str
     group: str

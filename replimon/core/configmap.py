@@ -1,8 +1,9 @@
-"""The per-group configuration map of XCom (SPEC section 4; seed 000, worklog WL#11512 section 3).
+"""The per-group configuration map of XCom (docs/rules.md, "The configuration map"; worklog 3 in
+``docs/seeds/000-xcom-event-horizon-wl11512.md``).
 
 Pure: no I/O, no clock, no Spark. The simulator uses it to place and refuse config commands the way
-MySQL's ``xcom_base.cc`` does; the monitor (issue 3) rebuilds the same map from decided commands
-and checks what nodes report against it.
+MySQL's ``xcom_base.cc`` does; the monitor rebuilds the same map from decided commands and checks
+what nodes report against it.
 
 Terms:
 
@@ -32,14 +33,14 @@ OLD_MEMBER_CUSTOM_EH = "OLD_MEMBER_CUSTOM_EH"
 
 @dataclass(frozen=True, slots=True)
 class Rules:
-    """Rule parameters (the configurable parts of SPEC section 4)."""
+    """Rule parameters (the configurable parts of the map's rules; docs/rules.md, "Thresholds")."""
 
     eh_min: int = EVENT_HORIZON_MIN
     eh_max: int = EVENT_HORIZON_MAX
     default_eh: int = DEFAULT_EVENT_HORIZON
     min_protocol_for_eh: int = MIN_PROTOCOL_FOR_EH
     # The worklog (3.6.1) lets a group with old members "change" the horizon to the default 10;
-    # MySQL's code refuses it. Both leave the horizon at 10 (SPEC section 4).
+    # MySQL's code refuses it. Both leave the horizon at 10 (docs/rules.md, "The configuration map").
     allow_default_eh_with_old_members: bool = False
 
     @classmethod
@@ -129,7 +130,8 @@ class ConfigMap:
         return [c for c in self.configs if c.start > instance]
 
     def _latest_eh_change_pending(self, instance: int) -> Config | None:
-        """R of SPEC section 4: the LATEST pending config whose horizon differs from its predecessor's."""
+        """R of docs/rules.md ("The configuration map"): the LATEST pending config whose horizon
+        differs from its predecessor's."""
         found = None
         for prev, cfg in zip(self.configs, self.configs[1:], strict=False):
             if cfg.start > instance and cfg.event_horizon != prev.event_horizon:
@@ -137,7 +139,8 @@ class ConfigMap:
         return found
 
     def _first_eh_change_pending(self, executed: int) -> Config | None:
-        """F of SPEC section 4: the FIRST pending config whose horizon differs from the active one."""
+        """F of docs/rules.md ("The configuration map"): the FIRST pending config whose horizon
+        differs from the active one."""
         active = self.active(executed + 1)
         for cfg in self.configs:
             if cfg.start > executed + 1 and cfg.event_horizon != active.event_horizon:

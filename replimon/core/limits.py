@@ -10,7 +10,7 @@ from replimon.core.configmap import Rules
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Every configurable number the rules use (SPEC sections 4 and 5; defaults in brackets there)."""
+    """Every configurable number the rules use (docs/rules.md, "Thresholds": names and defaults)."""
 
     rules: Rules = field(default_factory=Rules)
     horizon_wedge_ms: int = 10_000

@@ -50,8 +50,8 @@ class Validation:
 
 def _frames(records: list[Record], settings: Any, *, by_time: bool) -> tuple[dict[str, Any], int]:
     """Input frames of ``records`` and output frames of the monitor run over them."""
+    from replimon.core import Monitor
     from replimon.core.limits import Limits
-    from replimon.core.monitor import Monitor
 
     monitor = Monitor(Limits.from_settings(settings))
     ordered = sorted(records, key=lambda r: r.event["ts_ms"]) if by_time else records

@@ -1,4 +1,5 @@
-"""The configuration-map rules against the seed's worked examples and MySQL's vectors (SPEC 4)."""
+"""The configuration-map rules against the seed's worked examples and MySQL's vectors
+(docs/rules.md, "The configuration map")."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from replimon.core.monitor import GroupMonitor, Monitor
+from replimon.core import GroupMonitor, Monitor
 from replimon.producers.simulator import CATALOGUE, SimOptions, Simulator, parse_injection
 
 GOLDEN = Path(__file__).parent / "golden" / "xcom_alerts.json"

@@ -1,7 +1,7 @@
 """Property tests of the monitor core (hypothesis, deterministic: ``derandomize=True``).
 
 1. A small reference model of the configuration map and the effective horizon, written here from
-   SPEC section 4 and the worklog (seed 000, sections 3.5, 3.6.1, 3.6.3) without calling ConfigMap,
+   docs/rules.md ("The configuration map") and worklog 3.5, 3.6.1, 3.6.3 without calling ConfigMap,
    agrees with ``ConfigMap`` on every outcome and every horizon of random command sequences.
 2. The same random histories, played by a 3-5 node group that publishes contract-v1 events (the
    reference model says what every node reports and sees), give ``GroupMonitor`` no violation,
@@ -32,10 +32,10 @@ from hypothesis import HealthCheck, assume, example, given, note, settings
 from hypothesis import strategies as st
 
 from replimon.contract import Invalid, event_to_dict, parse_event
+from replimon.core import GroupMonitor, Monitor
 from replimon.core.alerts import FIRING, KINDS, RESOLVED, VIOLATIONS, Alert
 from replimon.core.configmap import Command, ConfigMap, Rules
 from replimon.core.limits import Limits
-from replimon.core.monitor import GroupMonitor, Monitor
 from replimon.producers.simulator import CATALOGUE, SimOptions, Simulator, parse_injection
 from tests.support.histories import command_json, members_json
 
@@ -52,7 +52,7 @@ def _settings(n: int) -> settings:
 
 
 # =================================================================================================
-# 1. Reference model (SPEC section 4; worklog 3.5, 3.6.1, 3.6.3). Independent of ConfigMap.
+# 1. Reference model (docs/rules.md, "The configuration map"; worklog 3.5, 3.6.1, 3.6.3). Independent of ConfigMap.
 # =================================================================================================
 
 INVALID = "EVENT_HORIZON_INVALID"
@@ -454,7 +454,7 @@ class GroupHistory:
             if end is None or majority < end:
                 limit = min(limit, max(majority, seg - 1))
                 break
-        # SPEC 4: can_leave(c) only once a majority of c's members executed start(c) - 1. (The
+        # worklog 3.6.3: can_leave(c) only once a majority of c's members executed start(c) - 1. (The
         # acceptors of can_leave(c) may be the members of a LATER configuration, so the horizons
         # above do not always give it: e.g. remove n3 at 1 (start 12), add x0 at 3 (start 14):
         # n1 and the joiner x0 can decide 22 = can_leave(12) while n2 has not executed 11.)
@@ -666,7 +666,7 @@ def run_group_monitor(events: Iterable[dict[str, Any]], limits: Limits | None = 
 
 def map_matches_model(gm: GroupMonitor, hist: GroupHistory) -> None:
     """The monitor's map is the model's (minus configurations pruned from its front)."""
-    kept = [core_key(c) for c in gm.cmap.configs]
+    kept = [core_key(c) for c in gm.family.cmap.configs]
     assert kept and kept == [c.key() for c in hist.ref.configs[-len(kept):]], (kept, hist.ref.configs)
     snap = gm.snapshot()
     assert snap["decided"] == hist.decided
@@ -730,7 +730,7 @@ def _mutated(plan: GroupPlan, kind: str, pick: int, delta: int) -> tuple[GroupHi
 @_settings(80)
 @given(group_plans(), st.integers(0, 50), st.integers(1, 5))
 # Regression (found by this property): a worklog-lenient group (n2 is old) installs
-# set_event_horizon(10) decided at 1 (SPEC 4: allowed, "neither may raise an alert") but every node
+# set_event_horizon(10) decided at 1 (docs/rules.md: allowed, "neither may raise an alert") but every node
 # reports start 13 instead of the worklog's 12. The core once raised EH_CHANGE_WITH_OLD_MEMBER ("the
 # event horizon cannot change") instead of CONFIG_MISMATCH (the start differs from the map).
 @example(plan=GroupPlan([("n1", NEW), ("n2", OLD), ("n3", NEW)], [(1, ("set_event_horizon", 10))],
@@ -926,8 +926,8 @@ def test_state_round_trip_at_cut_points_changes_no_alert(seed: int, nodes: int, 
 # once resolved its GROUP_SILENT ("the group published again"), which then fired again under the same id.
 @example(seed=0, fault="group_silent", dup_seed=0, n_dups=131)
 def test_duplicated_events_change_nothing(seed: int, fault: str | None, dup_seed: int, n_dups: int) -> None:
-    """SPEC 3: duplicates (same group, node, incarnation, seq) are ignored, wherever they arrive
-    after the original."""
+    """Duplicates (same group, node, incarnation, seq) are ignored, wherever they arrive after the
+    original (docs/contract.md, "Bad records, duplicates, gaps")."""
     events = sim_events(seed, 2, 3, 60_000, fault)
     rng = random.Random(dup_seed)
     keyed = [((i, 0, 0), ev) for i, ev in enumerate(events)]
@@ -1112,7 +1112,7 @@ def test_on_event_never_raises_on_contract_valid_events(events: list[dict[str, A
 ], booted=False, members=1)
 def test_snapshot_never_raises_on_contract_valid_events(events: list[dict[str, Any]], booted: bool,
                                                         members: int) -> None:
-    """snapshot() feeds monitor.state and the tables (SPEC 6): it must not stop the job either."""
+    """snapshot() feeds monitor.state and the tables (docs/postgres.md): it must not stop the job either."""
     if booted:
         events = boot_prefix(members) + events
     run_stream(events, snapshots=True)

@@ -1,4 +1,4 @@
-"""The monitor's rules (SPEC section 5): one hand-made history per alert kind, and its near miss.
+"""The monitor's rules (docs/rules.md): one hand-made history per alert kind, and its near miss.
 
 Each firing history is a correct group (``tests/support/histories.py`` plays it truthfully) plus the one
 fault the kind is about; each near miss is the closest correct history and must raise nothing of
@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
+from replimon.core import Monitor
 from replimon.core.alerts import FIELDS, FIRING, KINDS, RESOLVED, VIOLATIONS, WEDGES, Alert
 from replimon.core.configmap import (
     EVENT_HORIZON_INVALID,
@@ -22,7 +23,6 @@ from replimon.core.configmap import (
     Rules,
 )
 from replimon.core.limits import Limits
-from replimon.core.monitor import Monitor
 from tests.support.histories import (
     OLD,
     History,
@@ -50,7 +50,7 @@ def started(**kw: object) -> History:
 
 def check(alert: Alert, kind: str, *, instance: int | None = None, node: str | None = None,
           cites: tuple[dict[str, object], ...] = ()) -> None:
-    """The fields SPEC section 5 requires of one firing alert of ``kind``."""
+    """The fields docs/rules.md ("Alert records") requires of one firing alert of ``kind``."""
     severity, category = KINDS[kind]
     assert tuple(alert.to_dict()) == FIELDS
     assert (alert.group, alert.kind, alert.severity, alert.category, alert.status) == (
@@ -132,7 +132,7 @@ def test_eh_change_with_old_member() -> None:
 
 @pytest.mark.parametrize("worklog", [False, True], ids=["mysql-refuses", "worklog-installs"])
 def test_near_miss_default_eh_with_old_member_refused_or_installed(worklog: bool) -> None:
-    # SPEC section 4: set_event_horizon(10) with an old member: MySQL refuses it, the worklog
+    # docs/rules.md, "EH_CHANGE_WITH_OLD_MEMBER": set_event_horizon(10) with an old member: MySQL refuses it, the worklog
     # installs it; the horizon stays 10 either way, so neither outcome may raise an alert, and
     # the map must follow the group so that later commands and views are judged right.
     h = started(protocols=MIXED, rules=Rules(allow_default_eh_with_old_members=worklog))
@@ -1232,7 +1232,7 @@ def test_mysql_vector_lowering_100_to_10_starts_at_142() -> None:
 
 
 def test_a_node_clock_far_ahead_does_not_make_another_node_flap() -> None:
-    """One node stamps its events 10 minutes ahead (found by the data-quality suites, issue 7):
+    """One node stamps its events 10 minutes ahead (found by the data-quality suites, docs/quality.md):
     the group clock jumps, a member first seen after that looks silent since then, and each of
     its own (older) events used to resolve NODE_SILENT and fire it again under the same id. An
     (alert_id, status) pair must occur once: only an event newer than the silence ends it."""

@@ -28,7 +28,7 @@ import pytest
 from replimon.cli import main
 from replimon.config import load_settings
 from replimon.contract import Invalid, parse_event
-from replimon.core.monitor import Monitor
+from replimon.core import Monitor
 from replimon.producers.simulator import Simulator, parse_injection
 from replimon.quality import engine
 from replimon.quality.derive import (

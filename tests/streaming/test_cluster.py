@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 import yaml
 
-from replimon.core.monitor import Monitor
+from replimon.core import Monitor
 from replimon.embedded import free_port
 from replimon.store.reads import RunReader
 from tests.support import eventually, publish, settings_for, simulate

@@ -35,8 +35,8 @@ from typing import Any
 
 import pytest
 
+from replimon.core import Monitor
 from replimon.core.alerts import INFO
-from replimon.core.monitor import Monitor
 from replimon.producers.simulator import SimOptions, Simulator
 from tests.support import publish, replay, settings_for, simulate
 from tests.support.e2e import (

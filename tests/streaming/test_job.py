@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from replimon.core.monitor import Monitor
+from replimon.core import Monitor
 from replimon.producers.simulator import SimOptions, Simulator, parse_injection
 from tests.support import eventually, publish, replay, settings_for, simulate
 

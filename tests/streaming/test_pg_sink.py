@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from replimon.core.monitor import GroupMonitor
+from replimon.core import GroupMonitor
 from replimon.embedded import EmbeddedPostgres
 from replimon.store.reads import RunReader
 from replimon.store.schema import migrate

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from replimon.core import Monitor
 from replimon.core.limits import Limits
-from replimon.core.monitor import Monitor
 from replimon.producers.simulator import SimOptions, Simulator, parse_injection
 from replimon.streaming.processor import (
     LIVE,

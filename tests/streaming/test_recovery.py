@@ -36,8 +36,8 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from replimon.core import Monitor
 from replimon.core.limits import Limits
-from replimon.core.monitor import Monitor
 from replimon.producers.simulator import SimOptions, Simulator, parse_injection
 from replimon.store.reads import RunReader
 from tests.support import (

@@ -26,9 +26,8 @@ from typing import Any
 from replimon.contract import Invalid, parse_event
 from replimon.core.alerts import FIRING, Alert
 from replimon.core.configmap import Command, Config, ConfigMap, Outcome, Rules
+from replimon.core.group import EVAL_STEP_MS, GroupMonitor
 from replimon.core.limits import Limits
-from replimon.core.monitor import GroupMonitor
-from replimon.core.rules.liveness import EVAL_STEP_MS
 
 BASE_MS = 1_700_000_000_000
 NEW, OLD = 9, 4  # XCom protocols: x_1_8 (configurable horizon) and x_1_3 (fixed at 10)

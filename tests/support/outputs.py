@@ -11,7 +11,7 @@ from typing import Any
 
 import psycopg
 
-from replimon.core.monitor import Monitor
+from replimon.core import Monitor
 from replimon.producers.simulator import SimOptions, Simulator, parse_injection
 from replimon.store.writes import INSERT_ALERT, alert_row
 

@@ -1,8 +1,14 @@
-"""The monitor's rule families (SPEC section 5), one module each, over a shared ``GroupState``.
+"""The rules of one group's monitor (docs/rules.md), as components over one shared ``Context``.
 
-* ``data``      ordering per node, duplicates, EVENTS_LOST, INCOMPLETE_HISTORY, EXECUTION_REGRESSION
-* ``config``    the configuration map rebuilt from decided commands; config reports and heartbeat
-                views checked against it (EH_*, OLD_MEMBER_*, CONFIG_*, CACHE_INVARIANT, info kinds)
-* ``decisions`` DIVERGENT_DECISION, BEYOND_HORIZON, CAN_LEAVE_UNSAFE
-* ``liveness``  wedges and liveness, evaluated on the group's event-time clock
+Shared by every protocol family:
+
+* ``base``      the context: the group's clock and watermark, its nodes, alert emission
+* ``admission`` each node's events in order; duplicates, holds, EVENTS_LOST, INCOMPLETE_HISTORY,
+                EXECUTION_REGRESSION
+* ``liveness``  NODE_SILENT, GROUP_SILENT, QUORUM_*, EXECUTOR_LAG, NO_PROGRESS
+
+Per protocol family, behind one object the group monitor drives:
+
+* ``xcom``      XCom's configuration map and the rules judged against it, its frontiers,
+                HORIZON_WEDGE and PENDING_CONFIG_STUCK
 """

@@ -1,144 +1,73 @@
-"""Wedges and liveness (SPEC section 5), judged on the group's event-time clock.
+"""The liveness rules every protocol family shares, judged on the group's event-time clock.
 
-``_evaluate`` runs when the group's clock has moved at least ``EVAL_STEP_MS`` since the last run
-(and at every ``on_timer``), so the per-event path stays cheap. Every condition is measured from
-an event time and compared with the watermark (``clock - skew``), so events of other nodes that
-are still on their way cannot make it fire early. After a group-wide silence longer than
-``node_silent`` the timers restart at its end (``quiet_end``): the monitor could not see the group,
-which is GROUP_SILENT's business, not every member's.
+Every condition is measured from an event time and compared with the watermark (``clock - skew``),
+so events of other nodes that are still on their way cannot make it fire early. After a group-wide
+silence longer than ``node_silent`` the timers restart at its end (``quiet_end``): the monitor
+could not see the group, which is GROUP_SILENT's business, not every member's. Conditions, keys
+and messages are in docs/rules.md (one section per kind, and "Time").
 
-* NODE_SILENT: a member of the active configuration sent nothing for ``node_silent`` while the
-  rest of the group published past it by more than the skew; judged on the group's clock and on
-  the outside clock (``on_timer``), so it fires with no input at all; resolves when the member
-  sends again or leaves the configuration.
-* QUORUM_AT_RISK / QUORUM_LOST: a member is live unless a majority of the active configuration's
-  members suspect it (their latest heartbeats' ``suspects``); the state must hold for the skew,
-  since one moment's suspicions arrive one heartbeat at a time. AT_RISK needs >= 3 members.
+What the family supplies: the members expected to publish and the quorum set (the group monitor
+asks for them at each evaluation: NODE_SILENT, QUORUM_*), and its frontiers, with which the family
+runs the frontier rules itself (``executor_lag``, ``no_progress``, ``progressed``), since only it
+knows when a frontier moved and what "work pending" means for it.
+
+* NODE_SILENT: a member sent nothing for ``node_silent`` while the rest of the group published
+  past it by more than the skew; judged on the group's clock and on the outside clock
+  (``on_timer``), so it fires with no input at all; resolves when the member sends again or
+  leaves the members.
+* QUORUM_AT_RISK / QUORUM_LOST: a member is live unless a majority of the members suspect it
+  (their latest heartbeats' ``suspects``); the state must hold for the skew, since one moment's
+  suspicions arrive one heartbeat at a time. AT_RISK needs >= 3 members.
 * EXECUTOR_LAG: a member's executed frontier lags the group's decided one by more than the limit
   for ``executor_lag``.
-* HORIZON_WEDGE: decisions reached the group's effective horizon (MySQL's bound from the
-  executed frontier a majority of the active members have reached, so the group can go no
-  further) and no node's executed frontier advanced for ``horizon_wedge``; resolves on an advance.
-* NO_PROGRESS: work is pending (something decided but not executed by a member, or a pending
-  configuration) and neither frontier moved for ``no_progress``.
-* PENDING_CONFIG_STUCK: a configuration has been pending (start beyond the decided frontier) for
-  ``pending_config_stuck`` since its command was decided.
+* NO_PROGRESS: work is pending and no frontier moved for ``no_progress``.
 * GROUP_SILENT: nothing from the group for ``group_silent`` by the outside clock (``on_timer``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
-from replimon.core.rules.base import GroupState, NodeState
+from replimon.core.rules.base import Context, NodeState, Src
 
-EVAL_STEP_MS = 250
-NODE_FORGET_MS = 300_000  # a node in no configuration, silent this long, is forgotten
+NODE_FORGET_MS = 300_000  # a node the family no longer expects, silent this long, is forgotten
 
 
-class LivenessRules(GroupState):
-    def _evaluate(self) -> None:
-        self.next_eval = self.clock + EVAL_STEP_MS
-        if self.holding:
-            self._expire_held()  # type: ignore[attr-defined]
-        if self.ahead:
-            self._merge_ahead(expire=True)  # type: ignore[attr-defined]
-        if self.checks:
-            self._settle_can_leave()  # type: ignore[attr-defined]
-        if self.held_reports:
-            self._settle_held_reports()  # type: ignore[attr-defined]
-        if not self.cmap.configs:
-            return
-        lim = self.limits
-        wm = self.watermark
-        active = self.cmap.active(self.decided + 1)
-        members = active.member_ids
-        if len(members) != len(self.member_set) or not self.member_set.issuperset(members):
-            self.member_set = set(members)
-        # -- NODE_SILENT
-        self._node_silence(self.clock, members)
-        for cond in [c for c in self.open if c.startswith("silent:")]:
-            if cond[7:] not in members:
-                self.resolve(cond, f"{cond[7:]} is no longer a member of the active configuration.", self.clock)
-        # -- quorum
-        self._quorum(members, active.majority)
-        # -- EXECUTOR_LAG
-        for m in members:
-            ns = self.nodes[m]
-            cond = "lag:" + m
-            if ns.executed >= 0 and self.decided - ns.executed > lim.executor_lag_instances:
-                since = max(self.lag_since.setdefault(m, self.clock), self.quiet_end)
-                if wm - since >= lim.executor_lag_ms and cond not in self.open:
-                    self.fire(
-                        cond, "EXECUTOR_LAG", (m, self._episode(cond)),
-                        f"Member {m} has executed up to {ns.executed}, {self.decided - ns.executed}"
-                        f" instances behind the group's decided {self.decided}, for over "
-                        f"{lim.executor_lag_ms // 1000} s.",
-                        since, instance=ns.executed, node=m,
-                        evidence=[self.ref(ns.last_ev, ns.last_src)] if ns.last_ev else [])
-            else:
-                self.lag_since.pop(m, None)
-                if cond in self.open:
-                    self.resolve(cond, f"{m} caught up (executed {ns.executed}, decided {self.decided}).", self.clock)
-        for cond in [c for c in self.open if c.startswith("lag:") and c[4:] not in members]:
-            self.lag_since.pop(cond[4:], None)
-            self.resolve(cond, f"{cond[4:]} is no longer a member of the active configuration.", self.clock)
-        # -- HORIZON_WEDGE
-        execs = sorted((self.nodes[m].executed for m in members if self.nodes[m].executed >= 0), reverse=True)
-        if len(execs) >= active.majority:
-            e_maj = execs[active.majority - 1]
-            bound = self.cmap.effective_horizon(e_maj, mysql=True)
-            if self.decided >= bound:
-                if self.reach_ts < 0:
-                    self.reach_ts = self.clock
-                since = max(self.reach_ts, self.exec_adv_ts, self.quiet_end)
-                if wm - since >= lim.horizon_wedge_ms:
-                    self.fire(
-                        "horizon", "HORIZON_WEDGE", ("bound", bound),
-                        f"Decisions reached the group's effective horizon {bound} (a majority has "
-                        f"executed {e_maj}) and no executed frontier advanced for "
-                        f"{(wm - since) // 1000} s.",
-                        since, instance=bound)
-            else:
-                self.reach_ts = -1
-                if "horizon" in self.open:
-                    self.resolve("horizon", f"decided {self.decided} is below the effective horizon {bound}.", self.clock)
-        # -- NO_PROGRESS
-        known = [self.nodes[m].executed for m in members if self.nodes[m].executed >= 0]
-        pending_cfg = self.cmap.configs[-1].start > self.decided
-        work = (bool(known) and self.decided > min(known)) or pending_cfg
-        since = max(self.progress_ts, self.quiet_end)
-        if work and self.progress_ts >= 0 and wm - since >= lim.no_progress_ms:
-            if "progress" not in self.open:
-                # Keyed by ordinal, not by progress_ts: which node's report of an instance
-                # advances the frontier (and so progress_ts) depends on arrival order within the
-                # skew, and the same history must give the same id live or replayed (SPEC 5).
-                what = "a pending configuration" if pending_cfg else f"decided {self.decided} > executed {min(known)}"
-                self.fire(
-                    "progress", "NO_PROGRESS", ("episode", self._episode("progress")),
-                    f"Nothing was decided or executed for {(wm - since) // 1000} s with work pending "
-                    f"({what}).", self.progress_ts, instance=self.decided)
-        elif not work and "progress" in self.open:
-            self.resolve("progress", "no work is pending any more.", self.clock)
-        # -- PENDING_CONFIG_STUCK
-        for cfg in self.cmap.configs:
-            if cfg.start <= self.decided:
-                continue
-            cond = f"pending:{cfg.start}"
-            since = max(self.pending_since.setdefault(cfg.start, self.clock), self.quiet_end)
-            if wm - since >= lim.pending_config_stuck_ms:
-                self.fire(
-                    cond, "PENDING_CONFIG_STUCK", ("start", cfg.start),
-                    f"The configuration starting at {cfg.start} (decided at {cfg.decided_at}) has "
-                    f"been pending for {(wm - since) // 1000} s; the group has decided up to "
-                    f"{self.decided}.", since, instance=cfg.start)
-        for cond in [c for c in self.open if c.startswith("pending:")]:
-            start = int(cond[8:])
-            if start <= self.decided or all(x.start != start for x in self.cmap.configs):
-                self.resolve(cond, f"the configuration starting at {start} has started (decided {self.decided}).", self.clock)
-        self._prune(members)
+class Liveness:
+    """The shared wedges of one group, and the little state they keep between evaluations."""
 
-    def _node_silence(self, now: int, members: tuple[str, ...]) -> None:
+    __slots__ = ("ctx", "progress_ts", "lag_since", "quorum", "episodes")
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.progress_ts = -1  # last advance of any frontier (NO_PROGRESS)
+        self.lag_since: dict[str, int] = {}  # member -> group clock its lag began (EXECUTOR_LAG)
+        self.quorum = ("ok", -1)  # (state, group clock it began)
+        self.episodes: dict[str, int] = {}  # occurrences so far of conditions keyed by ordinal
+
+    def episode(self, cond: str) -> int:
+        """The ordinal of this occurrence of ``cond``: an id made of history facts, not of when
+        an evaluation happened to notice it (which depends on arrival order and batching)."""
+        n = self.episodes.get(cond, 0) + 1
+        self.episodes[cond] = n
+        return n
+
+    # -- NODE_SILENT and GROUP_SILENT ------------------------------------------------------------
+    def heard(self, node: str, newer: bool, ev: dict[str, Any], src: Src) -> None:
+        """``node`` published ``ev``: the group is not silent, nor is the node if ``ev`` is newer
+        than its last event."""
+        ctx = self.ctx
+        if "group_silent" in ctx.open:
+            ctx.resolve("group_silent", f"the group published again ({node}).", ev["ts_ms"],
+                        [ctx.ref(ev, src)])
+        # Only an event newer than the one the silence began after ends it: an older one (arrived
+        # late, or from a node whose silence began at a group clock running ahead of it) would
+        # resolve the alert and fire it again under the same id at once.
+        if newer and "silent:" + node in ctx.open:
+            ctx.resolve("silent:" + node, f"{node} published again.", ev["ts_ms"], [ctx.ref(ev, src)])
+
+    def node_silence(self, now: int, members: tuple[str, ...]) -> None:
         """NODE_SILENT at time ``now`` (the group's clock, or the outside clock from on_timer).
 
         A member is silent once ``now - skew`` is ``node_silent`` past its last event (or the end
@@ -147,53 +76,77 @@ class LivenessRules(GroupState):
         silence (GROUP_SILENT), not a silent node. With the outside clock this fires with no
         input arriving at all.
         """
-        lim = self.limits
+        ctx = self.ctx
+        lim = ctx.limits
         for m in members:
-            ns = self.nodes.get(m)
+            ns = ctx.nodes.get(m)
             if ns is None:
-                ns = self.nodes[m] = NodeState(last_ts=self.clock)
+                ns = ctx.nodes[m] = NodeState(last_ts=ctx.clock)
             elif ns.last_ts < 0:
-                ns.last_ts = self.clock
+                ns.last_ts = ctx.clock
             cond = "silent:" + m
-            if cond in self.open or self.clock - ns.last_ts <= lim.skew_ms:
+            if cond in ctx.open or ctx.clock - ns.last_ts <= lim.skew_ms:
                 continue
-            since = max(ns.last_ts, self.quiet_end)
+            since = max(ns.last_ts, ctx.quiet_end)
             if now - lim.skew_ms - since >= lim.node_silent_ms:
-                self.fire(
+                ctx.fire(
                     cond, "NODE_SILENT", (m, ns.last_ts),
-                    f"Member {m} of group {self.group} has sent nothing for "
+                    f"Member {m} of group {ctx.group} has sent nothing for "
                     f"{(now - lim.skew_ms - ns.last_ts) // 1000} s while the rest of the group "
-                    f"published until {self.clock - ns.last_ts} ms after it.",
+                    f"published until {ctx.clock - ns.last_ts} ms after it.",
                     ns.last_ts, node=m,
-                    evidence=[self.ref(ns.last_ev, ns.last_src)] if ns.last_ev else [])
+                    evidence=[ctx.ref(ns.last_ev, ns.last_src)] if ns.last_ev else [])
 
-    def _silence_deadline(self) -> int | None:
+    def departed(self, members: tuple[str, ...]) -> None:
+        """Close NODE_SILENT of nodes that are no longer members."""
+        ctx = self.ctx
+        for cond in [c for c in ctx.open if c.startswith("silent:")]:
+            if cond[7:] not in members:
+                ctx.resolve(cond, f"{cond[7:]} is no longer a member of the active configuration.",
+                            ctx.clock)
+
+    def silence_deadline(self, members: tuple[str, ...]) -> int | None:
         """Outside-clock time at which a member becomes NODE_SILENT if nothing arrives."""
-        if not self.cmap.configs:
-            return None
-        lim = self.limits
+        ctx = self.ctx
+        lim = ctx.limits
         best = None
-        for m in self.cmap.active(self.decided + 1).member_ids:
-            ns = self.nodes.get(m)
-            if ns is None or ns.last_ts < 0 or ("silent:" + m) in self.open:
+        for m in members:
+            ns = ctx.nodes.get(m)
+            if ns is None or ns.last_ts < 0 or ("silent:" + m) in ctx.open:
                 continue
-            if self.clock - ns.last_ts <= lim.skew_ms:
+            if ctx.clock - ns.last_ts <= lim.skew_ms:
                 continue
-            at = max(ns.last_ts, self.quiet_end) + lim.node_silent_ms + lim.skew_ms
+            at = max(ns.last_ts, ctx.quiet_end) + lim.node_silent_ms + lim.skew_ms
             best = at if best is None else min(best, at)
         return best
 
-    def _episode(self, cond: str) -> int:
-        """The ordinal of this occurrence of ``cond``: an id made of history facts, not of when
-        an evaluation happened to notice it (which depends on arrival order and batching)."""
-        n = self.episodes.get(cond, 0) + 1
-        self.episodes[cond] = n
-        return n
+    def group_silence(self, now: int) -> None:
+        """GROUP_SILENT at outside-clock time ``now``."""
+        ctx = self.ctx
+        lim = ctx.limits
+        if (ctx.clock >= 0 and "group_silent" not in ctx.open
+                and now - lim.skew_ms - ctx.clock >= lim.group_silent_ms):
+            ctx.fire(
+                "group_silent", "GROUP_SILENT", ("last", ctx.clock),
+                f"No event at all from group {ctx.group} for {(now - ctx.clock) // 1000} s.",
+                ctx.clock)
 
-    def _quorum(self, members: tuple[str, ...], majority: int) -> None:
+    def forget(self, expected: set[str]) -> None:
+        """Drop nodes the family no longer expects that have been silent for ``NODE_FORGET_MS``
+        (bounded state); a node with held events or an open NODE_SILENT stays."""
+        ctx = self.ctx
+        for node, ns in list(ctx.nodes.items()):
+            if (node not in expected and not ns.held and ctx.clock - ns.last_ts > NODE_FORGET_MS
+                    and ("silent:" + node) not in ctx.open):
+                del ctx.nodes[node]
+
+    # -- QUORUM_AT_RISK / QUORUM_LOST -------------------------------------------------------------
+    def check_quorum(self, members: tuple[str, ...], majority: int) -> None:
+        ctx = self.ctx
+        nodes = ctx.nodes
         votes: Counter[str] = Counter()
         for m in members:
-            votes.update(self.nodes[m].suspects)
+            votes.update(nodes[m].suspects)
         live = [m for m in members if votes[m] < majority]
         state = "ok"
         if len(live) < majority:
@@ -203,46 +156,72 @@ class LivenessRules(GroupState):
         cur, since = self.quorum
         if state != cur:
             if cur != "ok":
-                self.resolve("quorum", f"quorum state is now {state.lower().replace('_', ' ')} "
-                             f"({len(live)} of {len(members)} members live).", self.clock)
-            self.quorum = (state, self.clock)
-        elif state != "ok" and self.watermark >= since and "quorum" not in self.open:
+                ctx.resolve("quorum", f"quorum state is now {state.lower().replace('_', ' ')} "
+                            f"({len(live)} of {len(members)} members live).", ctx.clock)
+            self.quorum = (state, ctx.clock)
+        elif state != "ok" and ctx.watermark >= since and "quorum" not in ctx.open:
             suspected = sorted(m for m in members if m not in live)
-            evidence = [self.ref(ns.last_ev, ns.last_src) for m in members
-                        if (ns := self.nodes[m]).last_ev is not None and ns.suspects]
-            self.fire(
-                "quorum", state, (state, self._episode("quorum")),
+            evidence = [ctx.ref(ns.last_ev, ns.last_src) for m in members
+                        if (ns := nodes[m]).last_ev is not None and ns.suspects]
+            ctx.fire(
+                "quorum", state, (state, self.episode("quorum")),
                 f"{len(live)} of {len(members)} members of the active configuration are live "
                 f"(majority {majority}); suspected by a majority: {', '.join(suspected) or 'none'}.",
                 since, evidence=evidence[:9])
 
-    def _prune(self, members: tuple[str, ...]) -> None:
-        """Drop what no node can need any more (bounded state)."""
-        # Live members only: a member that went silent (crashed, never removed) must not pin
-        # every decision value in memory until it comes back.
-        known = [self.nodes[m].executed for m in members
-                 if self.nodes[m].executed >= 0 and ("silent:" + m) not in self.open]
-        if len(known) < (len(members) // 2 + 1):
-            return
-        floor = min(known)
-        self.cmd_floor = max(self.cmd_floor, floor)
-        for d in (self.singles, self.runs, self.special):
-            while d:
-                k = next(iter(d))
-                if k > floor:
-                    break
-                del d[k]
-        while self.records:  # a command whose report waits for a second opinion stays
-            k = next(iter(self.records))
-            if k > floor or self.records[k].held is not None:
-                break
-            del self.records[k]
-        self.cmap.prune(floor)
-        starts = {c.start for c in self.cmap.configs}
-        for s in [s for s in self.pending_since if s not in starts]:
-            del self.pending_since[s]
-        in_configs = {m for c in self.cmap.configs for m in c.member_ids}
-        for node, ns in list(self.nodes.items()):
-            if (node not in in_configs and not ns.held and self.clock - ns.last_ts > NODE_FORGET_MS
-                    and ("silent:" + node) not in self.open):
-                del self.nodes[node]
+    # -- frontier rules, run by the family with its frontiers ------------------------------------
+    def progressed(self, ts: int) -> bool:
+        """A frontier advanced at event time ``ts``: NO_PROGRESS restarts. True when a NO_PROGRESS
+        alert is open: the caller then closes it with ``resume``, saying how (the message is only
+        built when there is one, since this runs for most events)."""
+        if ts > self.progress_ts:
+            self.progress_ts = ts
+        return "progress" in self.ctx.open
+
+    def resume(self, why: str, ts: int, ev: dict[str, Any], src: Src) -> None:
+        """Close the open NO_PROGRESS: ``ev`` moved a frontier (``why``)."""
+        self.ctx.resolve("progress", why, ts, [self.ctx.ref(ev, src)])
+
+    def executor_lag(self, members: tuple[str, ...], decided: int) -> None:
+        """EXECUTOR_LAG of each member against the group's ``decided`` frontier."""
+        ctx = self.ctx
+        lim = ctx.limits
+        wm = ctx.watermark
+        for m in members:
+            ns = ctx.nodes[m]
+            cond = "lag:" + m
+            if ns.executed >= 0 and decided - ns.executed > lim.executor_lag_instances:
+                since = max(self.lag_since.setdefault(m, ctx.clock), ctx.quiet_end)
+                if wm - since >= lim.executor_lag_ms and cond not in ctx.open:
+                    ctx.fire(
+                        cond, "EXECUTOR_LAG", (m, self.episode(cond)),
+                        f"Member {m} has executed up to {ns.executed}, {decided - ns.executed}"
+                        f" instances behind the group's decided {decided}, for over "
+                        f"{lim.executor_lag_ms // 1000} s.",
+                        since, instance=ns.executed, node=m,
+                        evidence=[ctx.ref(ns.last_ev, ns.last_src)] if ns.last_ev else [])
+            else:
+                self.lag_since.pop(m, None)
+                if cond in ctx.open:
+                    ctx.resolve(cond, f"{m} caught up (executed {ns.executed}, decided {decided}).",
+                                ctx.clock)
+        for cond in [c for c in ctx.open if c.startswith("lag:") and c[4:] not in members]:
+            self.lag_since.pop(cond[4:], None)
+            ctx.resolve(cond, f"{cond[4:]} is no longer a member of the active configuration.", ctx.clock)
+
+    def no_progress(self, work: str | None, decided: int) -> None:
+        """NO_PROGRESS: ``work`` says what is pending (None: nothing), ``decided`` is the frontier."""
+        ctx = self.ctx
+        since = max(self.progress_ts, ctx.quiet_end)
+        if work is not None and self.progress_ts >= 0 and ctx.watermark - since >= ctx.limits.no_progress_ms:
+            if "progress" not in ctx.open:
+                # Keyed by ordinal, not by progress_ts: which node's report of an instance
+                # advances the frontier (and so progress_ts) depends on arrival order within the
+                # skew, and the same history must give the same id live or replayed
+                # (docs/rules.md, "NO_PROGRESS").
+                ctx.fire(
+                    "progress", "NO_PROGRESS", ("episode", self.episode("progress")),
+                    f"Nothing was decided or executed for {(ctx.watermark - since) // 1000} s with "
+                    f"work pending ({work}).", self.progress_ts, instance=decided)
+        elif work is None and "progress" in ctx.open:
+            ctx.resolve("progress", "no work is pending any more.", ctx.clock)

@@ -1,34 +1,38 @@
-"""Configuration-map rules (SPEC section 4; worklog 3.2, 3.3, 3.5, 3.6).
+"""XCom's configuration-map rules: the map rebuilt from decided commands, reports and views judged.
 
-The monitor rebuilds the map from the decided config commands, each placed or refused the moment
-its decision is first seen, in instance order (a node publishes what it learns in order, so every
-earlier command has been seen). That is the same map every member builds by executing the commands
-(worklog 3.2.3: state-machine commands, validated against the latest configuration). Config
-reports and heartbeat views are then checked against it:
+docs/rules.md, "The configuration map" (worklog 3.2, 3.3, 3.5, 3.6) and "How config commands are
+judged". The monitor rebuilds the map from the decided config commands, each placed or refused the
+moment its decision is first seen, in instance order (a node publishes what it learns in order, so
+every earlier command has been seen). That is the same map every member builds by executing the
+commands (worklog 3.2.3: state-machine commands, validated against the latest configuration).
+Config reports and heartbeat views are then checked against it:
 
 * a report that agrees with the rules settles the command. A first report that differs is held
   until a second node reports: if it agrees with the first (or nobody contradicts it within
   ``node_silent``), the GROUP broke the rules: an install the rules refuse is named by the rule
   (EH_OUT_OF_DOMAIN, EH_CHANGE_WITH_OLD_MEMBER, OLD_MEMBER_JOIN_CUSTOM_EH), any other difference
   is CONFIG_MISMATCH, and the map then FOLLOWS what the group installed (later commands are
-  re-placed, configs they had replaced come back), so one bad command does not cascade into
-  alerts on every later one; if the second agrees with the rules, the first node alone is wrong;
+  re-placed, configs they had replaced come back: docs/rules.md, "How the map follows the group
+  after a violation"), so one bad command does not cascade into alerts on every later one; if the
+  second agrees with the rules, the first node alone is wrong;
 * a report that differs from the settled one is CONFIG_DISAGREEMENT (nodes disagree);
 * a heartbeat view that differs from the configuration the map gives for that node's position
   (the commands it has executed, the instance after its executed one) is CONFIG_DISAGREEMENT;
 * set_event_horizon(default) with an old member: MySQL refuses it, the worklog installs it; both
-  leave the horizon at the default, so both are accepted (SPEC section 4);
-* CACHE_INVARIANT (worklog 3.3): members' cache_size must exceed eh * |members| of the latest config.
+  leave the horizon at the default, so both are accepted (docs/rules.md, "EH_CHANGE_WITH_OLD_MEMBER");
+* CACHE_INVARIANT (worklog 3.3): members' cache_size must exceed eh * |members| of the latest config;
+* PENDING_CONFIG_STUCK: a configuration pending (start beyond the decided frontier) for
+  ``pending_config_stuck`` since its command was decided.
 
 A group first seen mid-stream is bootstrapped from a heartbeat view or an installed report. Until
 one of its commands' first report agrees with the map the monitor predicted (``trusted``), reports
 and views are learned instead of judged: configurations decided before the monitor started may be
-missing, and judging against them would raise false alerts.
+missing, and judging against them would raise false alerts (docs/rules.md, "Bootstrapped
+histories and the trusted gate").
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
@@ -36,20 +40,21 @@ from replimon.core.configmap import (
     EVENT_HORIZON_INVALID,
     EVENT_HORIZON_UNCHANGEABLE,
     OLD_MEMBER_CUSTOM_EH,
-    Command,
     Config,
     ConfigMap,
     Outcome,
 )
-from replimon.core.rules.base import (
-    COMPLETE,
+from replimon.core.rules.base import COMPLETE, INCOMPLETE, Context, NodeState, Src
+from replimon.core.rules.xcom.records import (
     CommandRecord,
-    GroupState,
-    NodeState,
-    Src,
+    command_of,
     config_key,
+    describe,
     members_key,
     report_key,
+    reported_config,
+    show,
+    view_key,
 )
 
 RULE_KIND = {
@@ -59,44 +64,50 @@ RULE_KIND = {
 }
 
 
-def command_of(cfg: dict[str, Any]) -> Command:
-    nodes = tuple((n["id"], n.get("protocol")) for n in cfg.get("nodes", ()))
-    return Command(cfg["op"], nodes, cfg.get("event_horizon"))
+class ConfigRules:
+    """The map's growth and the judging of config reports, views and caches, for one group.
 
+    Queries the other XCom rules use: ``cmap`` (the map itself, shared), ``trusted``,
+    ``held_reports`` (commands whose first report awaits a second opinion).
+    """
 
-def describe(cmd: Command) -> str:
-    if cmd.op == "set_event_horizon":
-        return f"set_event_horizon({cmd.event_horizon})"
-    return f"{cmd.op}({', '.join(n for n, _ in cmd.nodes)})"
+    __slots__ = ("ctx", "rules", "cmap", "trusted", "boot_instance", "records", "held_reports",
+                 "cmd_floor", "pending_since")
 
+    def __init__(self, ctx: Context, cmap: ConfigMap) -> None:
+        self.ctx = ctx
+        self.rules = ctx.limits.rules
+        self.cmap = cmap
+        self.trusted = False  # the map is known to match the group (boot seen, or confirmed)
+        self.boot_instance = -1
+        self.records: dict[int, CommandRecord] = {}
+        self.held_reports: set[int] = set()  # commands with a held first report (not stored)
+        self.cmd_floor = -1  # commands at or below were settled and forgotten
+        self.pending_since: dict[int, int] = {}  # config start -> event time it became known
 
-def config_value(cfg: dict[str, Any]) -> str:
-    return json.dumps(cfg, sort_keys=True, separators=(",", ":"))
-
-
-class ConfigRules(GroupState):
     # -- decisions of config commands ------------------------------------------------------------
-    def _on_boot(self, first: int, cfg: dict[str, Any], ev: dict[str, Any], src: Src) -> None:
+    def on_boot(self, first: int, cfg: dict[str, Any], ev: dict[str, Any], src: Src) -> None:
         if self.cmap.configs:
             return
+        ctx = self.ctx
         members = [(n["id"], n.get("protocol", 0)) for n in cfg["nodes"]]
         self.cmap.boot(first, members, cfg.get("event_horizon"))
         eh = self.cmap.configs[0].event_horizon
         if not self._in_domain(eh):
-            self.violation(
+            ctx.violation(
                 "EH_OUT_OF_DOMAIN", ("boot", first),
-                f"Group {self.group} booted with event horizon {eh}, outside "
+                f"Group {ctx.group} booted with event horizon {eh}, outside "
                 f"[{self.rules.eh_min}, {self.rules.eh_max}].",
-                ev["ts_ms"], instance=first, node=ev["node"], evidence=[self.ref(ev, src)])
+                ev["ts_ms"], instance=first, node=ev["node"], evidence=[ctx.ref(ev, src)])
         self.boot_instance = first
         self.trusted = True
-        if self.history != "incomplete":
-            self.history = COMPLETE
+        if ctx.history != INCOMPLETE:
+            ctx.history = COMPLETE
 
-    def _on_command(self, c: int, cfg: dict[str, Any], ev: dict[str, Any], src: Src) -> None:
+    def on_command(self, c: int, cfg: dict[str, Any], ev: dict[str, Any], src: Src) -> None:
         if c in self.records or c <= self.boot_instance or c <= self.cmd_floor:
             return
-        rec = CommandRecord(c, command_of(cfg), ev["ts_ms"], self.ref(ev, src))
+        rec = CommandRecord(c, command_of(cfg), ev["ts_ms"], self.ctx.ref(ev, src))
         late = bool(self.records) and c < next(reversed(self.records))
         self.records[c] = rec
         if late:
@@ -137,15 +148,16 @@ class ConfigRules(GroupState):
                     self.cmap.install(rec.actual)
 
     # -- config reports --------------------------------------------------------------------------
-    def _on_report(self, ns: NodeState, node: str, ev: dict[str, Any], src: Src) -> None:
+    def on_report(self, ns: NodeState, node: str, ev: dict[str, Any], src: Src) -> None:
+        """A config report (``ns``: the reporter's state, unused: reports are judged by content)."""
         c = ev["instance"]
         got = report_key(ev)
         rec = self.records.get(c)
         if rec is None:
             if got[0] and c != self.boot_instance:
-                self._learn(Config(got[1], got[2], tuple((m["id"], m["protocol"]) for m in ev["members"]), c))
+                self._learn(reported_config(got, ev["members"], c))
             elif got[0] and self.cmap.configs and self.cmap.configs[0].decided_at == c:
-                self._check_cache(self.cmap.configs[0], ev, src)
+                self.check_cache(self.cmap.configs[0], ev, src)
             return
         if rec.first is not None:
             if got != rec.first:
@@ -154,7 +166,7 @@ class ConfigRules(GroupState):
         if rec.held is None:
             others = self._other_reporters(node)
             if rec.expected is None or not self.trusted or self._as_ruled(rec, got) or not others:
-                rec.first, rec.first_ref = got, self.ref(ev, src)
+                rec.first, rec.first_ref = got, self.ctx.ref(ev, src)
                 self._judge(rec, got, node, ev, src)
             else:
                 # One node says the rules were not followed: wait for a second node to tell
@@ -163,20 +175,21 @@ class ConfigRules(GroupState):
                 rec.held = (got, node, ev, src)
                 self.held_reports.add(c)
             return
-        h_got, h_node, h_ev, h_src = rec.held
-        if node == h_node:
+        if node == rec.held[1]:
             return
         self._settle_report(rec, second=(got, node, ev, src))
 
     def _other_reporters(self, node: str) -> list[str]:
         """Nodes besides ``node`` that may still report a command: members of a configuration in
         the map (removed ones execute until they leave) that published recently and not OFFLINE."""
-        recent = self.clock - self.limits.node_silent_ms
+        ctx = self.ctx
+        recent = ctx.clock - ctx.limits.node_silent_ms
         in_map = {m for cfg in self.cmap.configs for m in cfg.member_ids}
-        return [m for m, ns in self.nodes.items()
+        return [m for m, ns in ctx.nodes.items()
                 if m != node and m in in_map and ns.last_ts >= recent and ns.status != "OFFLINE"]
 
-    def _as_ruled(self, rec: CommandRecord, got: tuple[Any, ...]) -> bool:
+    @staticmethod
+    def _as_ruled(rec: CommandRecord, got: tuple[Any, ...]) -> bool:
         exp = rec.expected
         return (exp is not None and config_key(exp.config) == got) or (
             rec.alt is not None and config_key(rec.alt.config) == got)
@@ -190,19 +203,19 @@ class ConfigRules(GroupState):
         self.held_reports.discard(rec.instance)
         if second is not None and second[0] != h_got and self._as_ruled(rec, second[0]):
             got, node, ev, src = second
-            rec.first, rec.first_ref = got, self.ref(ev, src)
+            rec.first, rec.first_ref = got, self.ctx.ref(ev, src)
             self._judge(rec, got, node, ev, src)
             self._disagree(rec, h_node, h_got, h_ev, h_src)
             return
-        rec.first, rec.first_ref = h_got, self.ref(h_ev, h_src)
+        rec.first, rec.first_ref = h_got, self.ctx.ref(h_ev, h_src)
         self._judge(rec, h_got, h_node, h_ev, h_src)
         if second is not None and second[0] != h_got:
             self._disagree(rec, second[1], second[0], second[2], second[3])
 
-    def _settle_held_reports(self, *, final: bool = False) -> None:
+    def settle_held_reports(self, *, final: bool = False) -> None:
         """Held reports nobody confirmed or contradicted within the node-silence time: the
-        reporting node is taken for the group."""
-        limit = self.watermark - self.limits.node_silent_ms
+        reporting node is taken for the group (``final``: end of input, every one)."""
+        limit = self.ctx.watermark - self.ctx.limits.node_silent_ms
         for c in sorted(self.held_reports):
             rec = self.records.get(c)
             if rec is None or rec.held is None:
@@ -212,44 +225,45 @@ class ConfigRules(GroupState):
 
     def _disagree(self, rec: CommandRecord, node: str, got: tuple[Any, ...], ev: dict[str, Any], src: Src) -> None:
         c = rec.instance
-        self.violation(
+        self.ctx.violation(
             "CONFIG_DISAGREEMENT", ("report", c, node),
-            f"Node {node} reports {self._show(got)} for the command at instance {c}; "
+            f"Node {node} reports {show(got)} for the command at instance {c}; "
             f"{rec.first_ref['node'] if rec.first_ref else 'another node'} reported "
-            f"{self._show(rec.first or got)}.",
+            f"{show(rec.first or got)}.",
             ev["ts_ms"], instance=c, node=node,
-            evidence=[rec.decision, rec.first_ref or {}, self.ref(ev, src)])
+            evidence=[rec.decision, rec.first_ref or {}, self.ctx.ref(ev, src)])
 
     def _judge(self, rec: CommandRecord, got: tuple[Any, ...], node: str, ev: dict[str, Any], src: Src) -> None:
         c, cmd = rec.instance, rec.command
         installed = got[0]
-        actual = Config(got[1], got[2], tuple((m["id"], m["protocol"]) for m in ev["members"]), c) if installed else None
+        actual = reported_config(got, ev["members"], c) if installed else None
         exp = rec.expected
         evidence = [rec.decision, rec.first_ref or {}]
         if exp is None:  # decided before the map was known: follow the group
             self._follow(rec, actual)
             return
         matches = config_key(exp.config) == got
-        alt_matches = rec.alt is not None and config_key(rec.alt.config) == got
+        alt = rec.alt
+        alt_matches = alt is not None and config_key(alt.config) == got
         if matches or alt_matches:
             if not self.trusted:
                 self.trusted = True  # the map predicted what the group did: it can be judged now
             if alt_matches and not matches:
                 self._follow(rec, actual)
-            self._info(rec, got, exp if matches else rec.alt, node, ev)  # type: ignore[arg-type]
+            self._info(rec, got, exp if matches or alt is None else alt, node, ev)
         elif not self.trusted:
             if installed and cmd.op == "set_event_horizon" and not self._in_domain(got[2]):
                 self._rule_violation("EH_OUT_OF_DOMAIN", rec, node, got, ev, evidence)
             self._follow(rec, actual)
         else:
-            if installed and exp.config is None and not (rec.alt is not None and rec.alt.config is not None):
+            if installed and exp.config is None and not (alt is not None and alt.config is not None):
                 kind = RULE_KIND.get(exp.reason or "", "CONFIG_MISMATCH")
             else:
                 kind = "CONFIG_MISMATCH"
             self._rule_violation(kind, rec, node, got, ev, evidence)
             self._follow(rec, actual)
         if actual is not None:
-            self._check_cache(actual, ev, src)
+            self.check_cache(actual, ev, src)
 
     def _in_domain(self, eh: int) -> bool:
         return self.rules.eh_min <= eh <= self.rules.eh_max
@@ -257,33 +271,34 @@ class ConfigRules(GroupState):
     def _rule_violation(self, kind: str, rec: CommandRecord, node: str, got: tuple[Any, ...],
                         ev: dict[str, Any], evidence: list[dict[str, Any]]) -> None:
         exp = rec.expected
-        want = "refuse it" if exp is None or exp.config is None else f"install {self._show(config_key(exp.config))}"
+        rules = self.rules
+        want = "refuse it" if exp is None or exp.config is None else f"install {show(config_key(exp.config))}"
         reason = f" ({exp.reason})" if exp is not None and exp.reason else ""
         why = {
-            "EH_OUT_OF_DOMAIN": f"the event horizon must lie in [{self.rules.eh_min}, {self.rules.eh_max}]",
+            "EH_OUT_OF_DOMAIN": f"the event horizon must lie in [{rules.eh_min}, {rules.eh_max}]",
             "EH_CHANGE_WITH_OLD_MEMBER": "the latest configuration has a member with protocol "
-            f"< {self.rules.min_protocol_for_eh}, so the event horizon cannot change",
+            f"< {rules.min_protocol_for_eh}, so the event horizon cannot change",
             "OLD_MEMBER_JOIN_CUSTOM_EH": "an old node may join only while the latest event horizon "
-            f"is {self.rules.default_eh}",
+            f"is {rules.default_eh}",
             "CONFIG_MISMATCH": f"the rules {want}{reason}",
         }[kind]
-        self.violation(
+        self.ctx.violation(
             kind, ("command", rec.instance),
-            f"Node {node} reports {self._show(got)} for {describe(rec.command)} decided at instance "
+            f"Node {node} reports {show(got)} for {describe(rec.command)} decided at instance "
             f"{rec.instance}, but {why}.",
             ev["ts_ms"], instance=rec.instance, node=node, evidence=evidence)
 
     def _info(self, rec: CommandRecord, got: tuple[Any, ...], outcome: Outcome, node: str, ev: dict[str, Any]) -> None:
         evidence = [rec.decision, rec.first_ref or {}]
         if got[0]:
-            self.violation(
+            self.ctx.violation(
                 "CONFIG_INSTALLED", ("command", rec.instance),
                 f"{describe(rec.command)} decided at instance {rec.instance} installed "
-                f"{self._show(got)}.",
+                f"{show(got)}.",
                 ev["ts_ms"], instance=rec.instance, node=node, evidence=evidence)
         else:
             reason = outcome.reason or ev.get("reason") or "refused"
-            self.violation(
+            self.ctx.violation(
                 "RECONFIG_REFUSED", ("command", rec.instance),
                 f"{describe(rec.command)} decided at instance {rec.instance} was refused: {reason}.",
                 ev["ts_ms"], instance=rec.instance, node=node, evidence=evidence)
@@ -301,28 +316,23 @@ class ConfigRules(GroupState):
             return
         if any(config_key(x) == config_key(cfg) for x in self.cmap.configs):
             return
-        if self.trusted and self.history == COMPLETE:
+        if self.trusted and self.ctx.history == COMPLETE:
             return
         self.cmap.install(cfg)
-        self.pending_since.setdefault(cfg.start, self.clock)
-
-    @staticmethod
-    def _show(key: tuple[Any, ...]) -> str:
-        if not key[0]:
-            return "a refusal"
-        members = ",".join(m for m, _ in key[3])
-        return f"start {key[1]}, event horizon {key[2]}, members {members}"
+        self.pending_since.setdefault(cfg.start, self.ctx.clock)
 
     # -- heartbeats ------------------------------------------------------------------------------
-    def _check_view(self, node: str, ev: dict[str, Any], view: dict[str, Any], src: Src) -> None:
-        got = (True, view["start"], view["event_horizon"],
-               members_key((m["id"], m["protocol"]) for m in view["members"]))
+    def check_view(self, node: str, ev: dict[str, Any], view: dict[str, Any], src: Src, decided: int) -> None:
+        """A heartbeat's view against the map's configuration for the node's position
+        (``decided``: the group's contiguous decided frontier)."""
+        got = view_key(view)
+        ctx = self.ctx
         if not self.cmap.configs:
-            if self.history != COMPLETE:
-                self._learn(Config(got[1], got[2], tuple((m["id"], m["protocol"]) for m in view["members"]), -1))
+            if ctx.history != COMPLETE:
+                self._learn(reported_config(got, view["members"], -1))
             return
         e = ev["executed"]
-        if e > self.decided or (self.held_reports and e >= min(self.held_reports)):
+        if e > decided or (self.held_reports and e >= min(self.held_reports)):
             # The node executed decisions the monitor has not seen yet (they are on their way from
             # other nodes, within the skew), or a command it executed awaits a second report:
             # this view cannot be judged yet; its next one will be.
@@ -333,26 +343,63 @@ class ConfigRules(GroupState):
         if config_key(expect) == got:
             return
         known = any(x.start == got[1] for x in self.cmap.configs)
-        if not self.trusted or (self.history != COMPLETE and not known):
+        if not self.trusted or (ctx.history != COMPLETE and not known):
             if not known:
-                self._learn(Config(got[1], got[2], tuple((m["id"], m["protocol"]) for m in view["members"]), -1))
+                self._learn(reported_config(got, view["members"], -1))
             return
-        self.violation(
+        ctx.violation(
             "CONFIG_DISAGREEMENT", ("view", node, got),
-            f"Node {node}'s view ({self._show(got)}) disagrees with the map's configuration for "
-            f"instance {e + 1} ({self._show(config_key(expect))}).",
-            ev["ts_ms"], instance=e + 1, node=node, evidence=[self.ref(ev, src)])
+            f"Node {node}'s view ({show(got)}) disagrees with the map's configuration for "
+            f"instance {e + 1} ({show(config_key(expect))}).",
+            ev["ts_ms"], instance=e + 1, node=node, evidence=[ctx.ref(ev, src)])
 
-    def _check_cache(self, cfg: Config, ev: dict[str, Any], src: Src) -> None:
-        caches = [(self.nodes[m].cache, m) for m in cfg.member_ids if m in self.nodes and self.nodes[m].cache >= 0]
+    def check_cache(self, cfg: Config, ev: dict[str, Any], src: Src) -> None:
+        """CACHE_INVARIANT of ``cfg`` with the smallest cache its members reported."""
+        nodes = self.ctx.nodes
+        caches = [(nodes[m].cache, m) for m in cfg.member_ids if m in nodes and nodes[m].cache >= 0]
         if not caches:
             return
         cache, node = min(caches)
         need = cfg.event_horizon * len(cfg.members)
         if cache > need:
             return
-        self.violation(
+        self.ctx.violation(
             "CACHE_INVARIANT", ("config", cfg.start, cfg.event_horizon, members_key(cfg.members)),
             f"Configuration starting at {cfg.start} needs cache_size > event horizon {cfg.event_horizon}"
             f" x {len(cfg.members)} members = {need}; node {node} reports {cache}.",
-            ev["ts_ms"], instance=cfg.start, node=node, evidence=[self.ref(ev, src)])
+            ev["ts_ms"], instance=cfg.start, node=node, evidence=[self.ctx.ref(ev, src)])
+
+    # -- evaluation ------------------------------------------------------------------------------
+    def pending_stuck(self, decided: int) -> None:
+        """PENDING_CONFIG_STUCK of every configuration starting beyond ``decided``."""
+        ctx = self.ctx
+        wm = ctx.watermark
+        for cfg in self.cmap.configs:
+            if cfg.start <= decided:
+                continue
+            cond = f"pending:{cfg.start}"
+            since = max(self.pending_since.setdefault(cfg.start, ctx.clock), ctx.quiet_end)
+            if wm - since >= ctx.limits.pending_config_stuck_ms:
+                ctx.fire(
+                    cond, "PENDING_CONFIG_STUCK", ("start", cfg.start),
+                    f"The configuration starting at {cfg.start} (decided at {cfg.decided_at}) has "
+                    f"been pending for {(wm - since) // 1000} s; the group has decided up to "
+                    f"{decided}.", since, instance=cfg.start)
+        for cond in [c for c in ctx.open if c.startswith("pending:")]:
+            start = int(cond[8:])
+            if start <= decided or all(x.start != start for x in self.cmap.configs):
+                ctx.resolve(cond, f"the configuration starting at {start} has started "
+                            f"(decided {decided}).", ctx.clock)
+
+    def prune(self, floor: int) -> None:
+        """Forget commands and configurations every live member has executed past."""
+        self.cmd_floor = max(self.cmd_floor, floor)
+        while self.records:  # a command whose report waits for a second opinion stays
+            k = next(iter(self.records))
+            if k > floor or self.records[k].held is not None:
+                break
+            del self.records[k]
+        self.cmap.prune(floor)
+        starts = {c.start for c in self.cmap.configs}
+        for s in [s for s in self.pending_since if s not in starts]:
+            del self.pending_since[s]

@@ -1,0 +1,198 @@
+"""The monitor of one group (``GroupMonitor``): pure, no I/O, no clock.
+
+Shape (bytewax's ``StatefulLogic``): ``on_event(event) -> alerts``, ``on_timer(now) -> alerts``,
+``next_timer() -> when``, ``flush() -> alerts`` at the end of input, and ``snapshot()`` for where
+the group stands; ``to_state()``/``from_state()`` turn the whole state into plain JSON values and
+back (``replimon.core.codec``), which is what Spark's state store keeps. Events are contract-v1
+dicts that have passed ``replimon.contract.parse_event`` (the monitor trusts their shape, not their
+content; docs/contract.md).
+
+Event time drives everything: the group's own clock for rules that compare its nodes, the outside
+clock given to ``on_timer`` for GROUP_SILENT (the only rule that must fire with no input at all)
+and NODE_SILENT (docs/rules.md, "Time").
+
+An event's path: ``Admission`` puts each node's events in order (holds, duplicates, EVENTS_LOST);
+each admitted event ends a silence (``Liveness.heard``) and goes to the protocol family's rules
+(``XComRules.handlers``: one per event type). Every ``EVAL_STEP_MS`` of group clock, and at every ``on_timer``, an
+evaluation gives the verdicts that needed more input and the wedges that need time to pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from replimon.core.alerts import Alert
+from replimon.core.codec import check_version, dump, load
+from replimon.core.limits import Limits
+from replimon.core.rules.admission import Admission
+from replimon.core.rules.base import Context, Handler, NodeState, Src
+from replimon.core.rules.liveness import Liveness
+from replimon.core.rules.xcom.family import XComRules
+
+# An evaluation runs when the group clock has moved this much since the last one (and at every
+# on_timer), so the per-event path stays cheap (docs/rules.md, "Time").
+EVAL_STEP_MS = 250
+
+
+class GroupMonitor:
+    """Every rule of docs/rules.md for one group.
+
+    Its parts, each given the group's ``ctx`` once: ``admission`` (each node's order),
+    ``live`` (the liveness rules every family shares), ``family`` (XCom's rules).
+    """
+
+    __slots__ = ("ctx", "admission", "live", "family", "next_eval")
+
+    def __init__(self, group: str, limits: Limits | None = None) -> None:
+        self.ctx = Context(group, limits)
+        self.live = Liveness(self.ctx)
+        self.family = XComRules(self.ctx, self.live)
+        self.admission = Admission(self.ctx, _processor(self.ctx, self.live, self.family))
+        self.next_eval = -1
+
+    @property
+    def group(self) -> str:
+        return self.ctx.group
+
+    @property
+    def limits(self) -> Limits:
+        return self.ctx.limits
+
+    @property
+    def clock(self) -> int:
+        """The group's event-time clock: the highest ``ts_ms`` of its events that arrived."""
+        return self.ctx.clock
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Events seen, duplicates ignored, events held and events lost."""
+        return self.ctx.counts
+
+    @property
+    def open(self) -> dict[str, Alert]:
+        """The open wedges, by condition key."""
+        return self.ctx.open
+
+    # -- entry points ----------------------------------------------------------------------------
+    def on_event(self, ev: dict[str, Any], src: Src = None, now: int | None = None) -> list[Alert]:
+        """Take one event (arrival order); return the alerts it raises or resolves.
+
+        ``src`` (topic/partition/offset, or file/line) goes into evidence; ``now`` is the detection
+        time to stamp (default: event time).
+        """
+        ctx = self.ctx
+        out: list[Alert] = []
+        ctx.out, ctx.now = out, now
+        ts = ev["ts_ms"]
+        ctx.counts["events"] += 1
+        if ts > ctx.clock:
+            if ctx.clock >= 0 and ts - ctx.clock > ctx.limits.node_silent_ms:
+                ctx.quiet_end = ts
+            ctx.clock = ts
+        self.admission.admit(ev["node"], ev, src)
+        if ctx.clock >= self.next_eval:
+            self._evaluate()
+        return out
+
+    def on_timer(self, now: int) -> list[Alert]:
+        """The outside clock reached ``now`` (event-time scale): fire what is due."""
+        ctx = self.ctx
+        out: list[Alert] = []
+        ctx.out, ctx.now = out, None
+        if now > ctx.ext:
+            ctx.ext = now
+        if ctx.clock >= 0:
+            self._evaluate()  # settles what needs no more input (e.g. a fully answered can_leave)
+            members = self.family.members()
+            if members is not None:
+                self.live.node_silence(max(now, ctx.clock), members)
+        self.live.group_silence(now)
+        return out
+
+    def next_timer(self) -> int | None:
+        """When ``on_timer`` next has something to do (outside clock), or None."""
+        ctx = self.ctx
+        if ctx.clock < 0:
+            return None
+        members = self.family.members()
+        node = None if members is None else self.live.silence_deadline(members)
+        if "group_silent" in ctx.open:
+            return node
+        group = ctx.clock + ctx.limits.group_silent_ms + ctx.limits.skew_ms
+        return group if node is None else min(group, node)
+
+    def flush(self) -> list[Alert]:
+        """End of input: nothing held back can be completed any more; process it."""
+        ctx = self.ctx
+        out: list[Alert] = []
+        ctx.out, ctx.now = out, None
+        if self.admission.holding:
+            self.admission.expire_held(flush=True)
+        self.family.flush()
+        return out
+
+    # -- per evaluation ---------------------------------------------------------------------------
+    def _evaluate(self) -> None:
+        ctx = self.ctx
+        self.next_eval = ctx.clock + EVAL_STEP_MS
+        if self.admission.holding:
+            self.admission.expire_held()
+        family = self.family
+        family.settle()
+        members = family.members()
+        if members is None:
+            return
+        live = self.live
+        live.node_silence(ctx.clock, members)
+        live.departed(members)
+        quorum = family.quorum_set()
+        if quorum is not None:
+            live.check_quorum(*quorum)
+        family.evaluate()
+
+    # -- reading the state ------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """Where the group stands: for the state topic, tables and live views (docs/postgres.md)."""
+        ctx, family = self.ctx, self.family
+        out: dict[str, Any] = {
+            "group": ctx.group, "history": ctx.history, "trusted": family.trusted,
+            "clock_ms": ctx.clock, "decided": family.decided,
+            "open_alerts": sorted(a.kind + (f":{a.node}" if a.node else "") for a in ctx.open.values()),
+            "counts": dict(ctx.counts),
+        }
+        out.update(family.snapshot())
+        return out
+
+    def to_state(self) -> dict[str, Any]:
+        """The whole state as JSON-able values (Spark keeps it; ``from_state`` restores it)."""
+        return dump(self.ctx, self.live, self.family, self.next_eval)
+
+    @classmethod
+    def from_state(cls, d: dict[str, Any], limits: Limits | None = None) -> GroupMonitor:
+        """The monitor ``to_state`` saved (``limits``: today's thresholds, not stored)."""
+        check_version(d)
+        m = cls(d["group"], limits)
+        m.next_eval = load(d, m.ctx, m.live, m.family)
+        m.admission.holding = {n for n, ns in m.ctx.nodes.items() if ns.held}
+        return m
+
+
+def _processor(ctx: Context, live: Liveness, family: XComRules) -> Handler:
+    """What admission does with each admitted event, in its node's order: note it on the node,
+    end the silences it ends, hand it to the family's rules. (A closure over the parts, not a
+    method of the monitor: the monitor is then freed by reference counting alone, without a
+    cycle through its admission, which matters when Spark builds one per group and batch.)"""
+    heard = live.heard
+    handlers, other = family.handlers()
+    handler = handlers.get
+
+    def process(ns: NodeState, node: str, ev: dict[str, Any], src: Src) -> None:
+        newer = ev["ts_ms"] > ns.last_ts
+        if newer:
+            ns.last_ts = ev["ts_ms"]
+        ns.last_ev, ns.last_src = ev, src
+        if ctx.open:
+            heard(node, newer, ev, src)
+        handler(ev["type"], other)(ns, node, ev, src)
+
+    return process
