@@ -12,8 +12,10 @@ What it measures (see bench/README.md for how to read and quote the figures):
   Kafka message would carry, so only the code under test is timed.
 * Per repetition, back to back, on one thread: a trivial baseline (a per-group dict lookup and a
   counter update behind the same ``process(ev)`` call shape), ``Monitor.process`` on a fresh
-  ``Monitor``, and ``replimon.contract.parse_event`` on the bytes (for context: what the streaming
-  job pays before the monitor). Ratios are taken within each repetition, then the median.
+  ``Monitor``, ``replimon.contract.parse_event`` and ``decode_event`` on the bytes (for context:
+  what the streaming job pays before the monitor), and the job's per-event chain as it is (each
+  message decoded once) and as it was (validated by the models, then parsed again), from
+  ``bench/chain.py``. Ratios are taken within each repetition, then the median.
 * Memory per group at the end of the run: the size of ``json.dumps(GroupMonitor.to_state())``
   (what Spark's state store keeps) and the bytes ``tracemalloc`` sees retained by a monitor fed
   with events decoded from the bytes (as a streaming job would get them).
@@ -46,7 +48,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from report import render_tables  # bench/report.py (the scripts run from bench/)
+import chain  # bench/chain.py (the scripts run from bench/)
+from report import render_tables  # bench/report.py
 
 from replimon.contract import Invalid, parse_event
 from replimon.core import Monitor
@@ -178,22 +181,39 @@ def summary(values: Sequence[float], digits: int = 1) -> dict[str, Any]:
 def throughput(events: list[dict[str, Any]], raws: list[bytes], repeat: int,
                log: Callable[[str], None]) -> dict[str, Any]:
     n = len(events)
-    rates: dict[str, list[float]] = {"baseline": [], "monitor": [], "parse_event": [],
-                                     "monitor_gc_unfrozen": []}
+    rates: dict[str, list[float]] = {"baseline": [], "monitor": [], "parse_event": [], "decode_event": [],
+                                     "chain": [], "chain_parse_twice": [], "monitor_gc_unfrozen": []}
+
+    def timed(run: Callable[[], object]) -> float:
+        gc.collect()
+        t0 = time.perf_counter()
+        run()
+        return n / (time.perf_counter() - t0)
+
     for rep in range(repeat):
         rates["baseline"].append(n / drive(TrivialMonitor().process, events))
         rates["monitor"].append(n / drive(Monitor().process, events))
         rates["parse_event"].append(n / drive(parse_event, raws))
+        rates["decode_event"].append(timed(lambda: chain.decode_only(raws)))
+        # the job's per-event path now and before parsing once, back to back (bench/chain.py)
+        rates["chain"].append(timed(lambda: chain.parse_once(raws, Monitor().process)))
+        rates["chain_parse_twice"].append(timed(lambda: chain.parse_twice(raws, Monitor().process)))
         gc.unfreeze()  # context: collections now walk every pre-generated event as well
         rates["monitor_gc_unfrozen"].append(n / drive(Monitor().process, events))
         gc.freeze()
         log(f"  repetition {rep + 1}/{repeat}: monitor {rates['monitor'][-1]:,.0f} ev/s, "
-            f"baseline {rates['baseline'][-1]:,.0f} ev/s, parse_event {rates['parse_event'][-1]:,.0f} ev/s, "
+            f"baseline {rates['baseline'][-1]:,.0f} ev/s, chain {rates['chain'][-1]:,.0f} ev/s "
+            f"(parsing twice {rates['chain_parse_twice'][-1]:,.0f}), decode_event "
+            f"{rates['decode_event'][-1]:,.0f} ev/s, parse_event {rates['parse_event'][-1]:,.0f} ev/s, "
             f"monitor (gc not frozen) {rates['monitor_gc_unfrozen'][-1]:,.0f} ev/s")
-    ratios = {
-        f"{name}_to_baseline": summary([r / b for r, b in zip(rates[name], rates["baseline"], strict=True)], 4)
-        for name in ("monitor", "parse_event", "monitor_gc_unfrozen")
-    }
+
+    def ratio(name: str, base: str) -> dict[str, Any]:
+        return summary([r / b for r, b in zip(rates[name], rates[base], strict=True)], 4)
+
+    ratios = {f"{name}_to_baseline": ratio(name, "baseline")
+              for name in ("monitor", "parse_event", "decode_event", "chain", "chain_parse_twice",
+                           "monitor_gc_unfrozen")}
+    ratios["chain_to_chain_parse_twice"] = ratio("chain", "chain_parse_twice")
     med = statistics.median(rates["monitor"])
     return {
         "repeat": repeat,
@@ -467,6 +487,15 @@ def tables(res: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
          fmt_int(eps["parse_event"]["min"]), fmt_int(eps["parse_event"]["max"]),
          f"{ratios['parse_event_to_baseline']['median']:.4f}", f"{tp['us_per_event_median']['parse_event']:.3f}"],
     ]
+    for name, label in (("decode_event", "decode_event (JSON bytes), the job's contract check"),
+                        ("chain", "chain now: decode_event, pack, unpack, Monitor.process"),
+                        ("chain_parse_twice", "chain before: parse_event, join, json.loads, Monitor.process")):
+        tp_rows.append([label, fmt_int(eps[name]["median"]), fmt_int(eps[name]["min"]), fmt_int(eps[name]["max"]),
+                        f"{ratios[name + '_to_baseline']['median']:.4f}", f"{tp['us_per_event_median'][name]:.3f}"])
+    tp_rows.append(["chain now / chain before (median of per-repetition ratios)",
+                    f"{ratios['chain_to_chain_parse_twice']['median']:.3f}",
+                    f"{ratios['chain_to_chain_parse_twice']['min']:.3f}",
+                    f"{ratios['chain_to_chain_parse_twice']['max']:.3f}", "", ""])
     tp_rows.append(
         ["Monitor.process, gc not frozen (artifact)", fmt_int(eps["monitor_gc_unfrozen"]["median"]),
          fmt_int(eps["monitor_gc_unfrozen"]["min"]), fmt_int(eps["monitor_gc_unfrozen"]["max"]),

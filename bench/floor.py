@@ -84,7 +84,7 @@ def _pack_plain(buckets: int) -> Any:
     def run(batches: Any) -> Any:
         import pyarrow as pa
 
-        from replimon.streaming.validate_arrow import bucket_of
+        from replimon.streaming.rows import bucket_of
 
         schema = pa.schema([("bucket", pa.int32()), ("group", pa.string()), ("events", pa.string())])
         for batch in batches:

@@ -1,4 +1,4 @@
-"""What the data-quality hook costs the streaming job: replays of one recorded topic with the hook
+"""What the data-quality sink costs the streaming job: replays of one recorded topic with the sink
 off and on, interleaved.
 
 Workload: simulator events of ``--groups`` groups of ``--nodes`` nodes (no faults), published
@@ -13,8 +13,8 @@ both, in alternating order (off/on, then on/off), so a slow spell of the machine
 Figures, per run: events / wall time from ``start_query`` to the query's end (``events/s``), the
 same over the batches' own time (Spark's ``triggerExecution``), the validations the hook wrote
 (distinct batches in ``dq_results``) and the time spent in the hook (measured around
-``QualityHook.__call__``). Per repetition the ratio on / off of events/s; the table gives the
-median ratio over repetitions and the medians, min and max of each variant. Target (issue 7):
+``QualitySink.validate``). Per repetition the ratio on / off of events/s; the table gives the
+median ratio over repetitions and the medians, min and max of each variant. Target:
 the default cadence costs under 10 % of the throughput (median ratio >= 0.90). Before the
 repetitions Great Expectations is imported and its context built (about 6 s, paid once per
 process by the job too, in a background thread at its start) and one replay runs unmeasured (the
@@ -41,8 +41,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pipeline import _git, load_average  # noqa: E402  (bench/pipeline.py: the machine's description)
-from pipeline import machine as describe_machine  # noqa: E402
+from machine import git, load_average  # noqa: E402  (bench/machine.py: the machine's description)
+from machine import machine as describe_machine  # noqa: E402
 from report import render_tables  # noqa: E402
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -88,14 +88,14 @@ def record(settings: Any, groups: int, nodes: int, total: int, seed: int) -> dic
 
 
 class HookTimer:
-    """Time spent in ``QualityHook.__call__`` (all hooks of this process)."""
+    """Time spent in ``QualitySink.validate`` (all data-quality sinks of this process)."""
 
     def __init__(self) -> None:
-        from replimon.quality.hook import QualityHook
+        from replimon.streaming.sinks.quality import QualitySink
 
         self.seconds = 0.0
         self.calls = 0
-        original = QualityHook.__call__
+        original = QualitySink.validate
         timer = self
 
         def timed(hook: Any, result: Any) -> bool:
@@ -107,7 +107,7 @@ class HookTimer:
                 timer.seconds += time.perf_counter() - started
                 timer.calls += 1
 
-        QualityHook.__call__ = timed  # type: ignore[method-assign]
+        QualitySink.validate = timed  # type: ignore[method-assign]
 
     def take(self) -> tuple[float, int]:
         out = (self.seconds, self.calls)
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     host = describe_machine()
     host["sources_sha256_16"] = sources_digest()
     host["uncommitted_changes_in_replimon_streaming_producers"] = bool(
-        _git("status", "--porcelain", "--", "replimon", "streaming", "producers"))
+        git("status", "--porcelain", "--", "replimon", "streaming", "producers"))
     runs: list[dict[str, Any]] = []
     started = time.perf_counter()
     with EmbeddedBroker() as broker, EmbeddedPostgres() as pg, \

@@ -1,4 +1,4 @@
-"""Replay throughput (issue 6): ``replimon replay`` over a window of a recorded topic of 1,000
+"""Replay throughput: ``replimon replay`` over a window of a recorded topic of 1,000
 groups of 5 nodes, from checkpoint records and from the earliest offset, beside the single-thread
 core chain over the window's events (the baseline of the same run).
 
@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pipeline import core_ceiling  # noqa: E402
+import chain  # noqa: E402  (bench/chain.py)
 from report import render_tables  # noqa: E402
 
 
@@ -80,8 +80,8 @@ def main() -> None:
                                            "load_average": list(os.getloadavg())},
                                "settings": vars(args), "events": len(events), "window_events": len(in_window)}
     log("core chain over the window's events")
-    results["core"] = core_ceiling(in_window, args.core_repeat)
-    chain = results["core"]["events_per_s"]["chain"]["median"]
+    results["core"] = chain.ceiling(in_window, args.core_repeat)
+    ceiling = results["core"]["events_per_s"]["chain"]["median"]
     with EmbeddedBroker() as broker, EmbeddedPostgres() as pgserver, \
             tempfile.TemporaryDirectory(prefix="replimon-bench-replay-") as tmp:
         prefix = f"br-{uuid.uuid4().hex[:8]}-"
@@ -127,12 +127,12 @@ def main() -> None:
     for mode, rs in runs.items():
         med = {k: statistics.median(x[k] for x in rs) for k in ("records", "seconds", "records_per_s",
                                                                   "window_events_per_s")}
-        med["ratio_window_to_core_chain"] = round(med["window_events_per_s"] / chain, 3)
+        med["ratio_window_to_core_chain"] = round(med["window_events_per_s"] / ceiling, 3)
         results["modes"][mode] = {"median": med, "runs": rs}
         table.append([mode, f"{med['records']:,.0f}", f"{med['seconds']:.1f}",
                       " / ".join(f"{x['seconds']:.1f}" for x in rs), f"{med['records_per_s']:,.0f}",
                       f"{med['window_events_per_s']:,.0f}", f"{med['ratio_window_to_core_chain']:.2f}"])
-    table.append(["core chain (1 thread, window events)", f"{len(in_window):,}", "", "", "", f"{chain:,}", "1.00"])
+    table.append(["core chain (1 thread, window events)", f"{len(in_window):,}", "", "", "", f"{ceiling:,}", "1.00"])
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
     render_tables([(f"Replay of a {args.to_s - args.from_s} s window, {args.groups} groups x 5 nodes, "

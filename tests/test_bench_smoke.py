@@ -35,10 +35,10 @@ def test_bench_core_quick_writes_json(tmp_path: Path) -> None:
     tp = res["throughput"]
     assert tp["repeat"] == 1 and tp["target_events_per_s"] == 200_000
     assert isinstance(tp["meets_target"], bool)
-    for name in ("baseline", "monitor", "parse_event"):
+    for name in ("baseline", "monitor", "parse_event", "decode_event", "chain", "chain_parse_twice"):
         stats = tp["events_per_s"][name]
         assert {"median", "min", "max", "runs"} <= set(stats) and len(stats["runs"]) == 1
-    for name in ("monitor_to_baseline", "parse_event_to_baseline"):
+    for name in ("monitor_to_baseline", "parse_event_to_baseline", "chain_to_chain_parse_twice"):
         assert "median" in tp["ratios"][name]
 
     mem = res["memory"]
@@ -79,8 +79,9 @@ def test_bench_pipeline_quick_no_spark_writes_json(tmp_path: Path) -> None:
     # The trace's rate is set by calibration, not hoped for: within 10% of the target.
     assert abs(w["events_per_s"] - res["settings"]["rates"][0]) <= 0.1 * res["settings"]["rates"][0]
     assert w["faults"] == res["settings"]["faults"] and sum(w["types"].values()) == w["events"]
-    for name in ("chain", "monitor", "parse_event"):
+    for name in ("chain", "chain_parse_twice", "monitor", "decode_event"):
         assert g["core"]["events_per_s"][name]["median"] > 0
+    assert g["core"]["chain_to_chain_parse_twice"] > 0
 
 
 @pytest.mark.slow

@@ -1,0 +1,58 @@
+"""Small statistics and logging helpers of the pipeline benchmark (``bench/pipeline.py``)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+
+# -- statistics ----------------------------------------------------------------------------------
+def nearest_rank(values: Sequence[float], q: float) -> float:
+    """The q-quantile by nearest rank (p99 of 40 values is the 40th smallest: the max)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def spread(values: Sequence[float], digits: int = 1) -> dict[str, Any]:
+    if not values:
+        return {"n": 0, "median": None, "p90": None, "p99": None, "min": None, "max": None}
+    return {"n": len(values), "median": round(statistics.median(values), digits),
+            "p90": round(nearest_rank(values, 0.90), digits), "p99": round(nearest_rank(values, 0.99), digits),
+            "min": round(min(values), digits), "max": round(max(values), digits)}
+
+
+def median_or_none(values: Sequence[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return statistics.median(kept) if kept else None
+
+
+def batch_cost(points: Sequence[tuple[float, float]]) -> dict[str, Any] | None:
+    """Least squares ``batch ms = fixed + per_event * rows`` over batches of a group count: the
+    fixed part bounds the rate a trigger interval allows, the per-event part the rate at any batch
+    size (``1 / per_event``)."""
+    if len(points) < 3 or len({x for x, _ in points}) < 2:
+        return None
+    mx = statistics.fmean(x for x, _ in points)
+    my = statistics.fmean(y for _, y in points)
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
+    fixed = my - slope * mx
+    return {"batches": len(points), "rows_range": [min(x for x, _ in points), max(x for x, _ in points)],
+            "fixed_ms": round(fixed), "us_per_event": round(slope * 1000, 2),
+            "marginal_events_per_s": round(1e6 / (slope * 1000)) if slope > 0 else None}
+
+
+def ratio(x: float | None, base: float) -> float | None:
+    return None if x is None or not base else round(x / base, 3)
+
+
+def fmt(x: float | int | None, digits: int = 0) -> str:
+    return "-" if x is None else f"{x:,.{digits}f}"
