@@ -1,4 +1,7 @@
-"""The fault catalogue: each named fault makes the history behind exactly one SPEC alert kind.
+"""The fault catalogue: each named fault makes the history behind exactly one alert kind.
+
+The alert kinds and what makes each fire are `docs/rules.md` "The alerts" (one section per kind);
+`docs/simulator.md` "Fault catalogue" lists the faults for users.
 
 A fault is a small script over a :class:`GroupSim`: a generator that changes the group (queues a
 command, stalls an executor, cuts a node off) and yields *waits* (callables that turn true when the
@@ -8,10 +11,10 @@ While a script runs, the group's background restarts and reconfigurations pause,
 muddies the evidence.
 
 How a monitor must classify what a fault produces (the expected alert kind is ``FaultSpec.alert``)
-is written next to each fault; where two rules could both claim the evidence, the more specific
-one is expected (for example a refused-by-the-rules horizon change that a node installed is
-EH_OUT_OF_DOMAIN, not also CONFIG_MISMATCH; a silent group is GROUP_SILENT, not also one
-NODE_SILENT per member).
+is written next to each fault and in `docs/simulator.md` "How a monitor must classify": where two
+rules could both claim the evidence, the more specific one is expected (for example a
+refused-by-the-rules horizon change that a node installed is EH_OUT_OF_DOMAIN, not also
+CONFIG_MISMATCH; a silent group is GROUP_SILENT, not also one NODE_SILENT per member).
 """
 
 from __future__ import annotations
@@ -22,16 +25,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replimon.core.configmap import Command
-from replimon.producers.simulator.group import (
+from replimon.producers.simulator.group import GroupSim
+from replimon.producers.simulator.model import (
     MAX_MEMBERS,
     NEW_PROTOCOL,
     OLD_PROTOCOL,
     Block,
-    GroupSim,
     NodeSim,
     Wait,
     digest_of,
 )
+from replimon.producers.simulator.publishing import publish
 
 Script = Callable[[GroupSim, "Injection"], Iterator[Wait]]
 
@@ -59,6 +63,8 @@ class Injection:
 
 @dataclass(frozen=True)
 class FaultSpec:
+    """A catalogue entry: the fault's name, the alert kind it must produce, and its script."""
+
     name: str
     alert: str
     summary: str
@@ -239,7 +245,7 @@ def execution_regression(g: GroupSim, inj: Injection) -> Iterator[Wait]:
     yield lambda: node.up(g.t) and node.executed >= 10
     inj.notes.update(node=node.id, executed_from=node.executed, executed_to=node.executed - 5)
     node.executed -= 5
-    g.emit(node, "execution", {"executed": node.executed})
+    publish(g, node, "execution", {"executed": node.executed})
 
 
 def cache_invariant(g: GroupSim, inj: Injection) -> Iterator[Wait]:
