@@ -1,1 +1,1 @@
-"""Grafana dashboards, alert rules and provisioning as code (issue 5; docs/dashboards.md)."""
+"""Grafana dashboards, alert rules and provisioning as code (docs/dashboards.md, docs/alerting.md)."""

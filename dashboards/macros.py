@@ -1,6 +1,6 @@
 """Grafana's PostgreSQL query macros and template variables, expanded the way Grafana does it, so
 every panel's and alert rule's SQL can run against a real PostgreSQL in the tests (no Grafana
-server can run here; docs/dashboards.md, "How the dashboards are tested").
+server can run here; docs/dashboards.md, "Generating and testing").
 
 Followed from Grafana's own code (pkg/tsdb/grafana-postgresql-datasource/macros.go for the
 macros, the PostgreSQL datasource's ``interpolateVariable`` for variables):

@@ -1,5 +1,5 @@
 """``replimon dashboards push``: make a running Grafana match the provisioning files, over its HTTP
-API with grafana-client (issue 5, item 2; docs/alerting.md, "`replimon dashboards push`").
+API with grafana-client (docs/alerting.md, "`replimon dashboards push`").
 
 What it provisions, in this order (each object is read first, then created, updated or left
 alone):

@@ -102,8 +102,8 @@ def open_alerts(where: str = "") -> str:
 
     * a wedge is open from its firing row (detected by the end of the range) until its resolved
       row; it counts if it was not resolved by the end of the range, however long ago it fired;
-    * a violation or a data alert never resolves (SPEC section 5): it counts if it happened in
-      the range;
+    * a violation or a data alert never resolves (docs/rules.md, "Alert records"): it counts if
+      it happened in the range;
     * info alerts (config installed or refused, incomplete history) are events, never problems.
 
     Reads the firing rows through the partial index ``alerts_firing`` (run, severity, event

@@ -1,1 +1,1 @@
-"""Spark Structured Streaming job (issue 4). The monitor rules it carries live in replimon.core."""
+"""Spark Structured Streaming job (docs/streaming.md). The monitor rules it carries live in replimon.core."""

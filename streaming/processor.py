@@ -229,7 +229,9 @@ class MonitorLogic:
             if timer is not None:
                 handle.deleteTimer(timer)
             return None
-        want = max(min(wants), now + 1)  # strictly in the future (SPARK-NOTES: SPARK-56566)
+        # Strictly in the future: Spark can skip a timer registered at or below the previous
+        # batch time (SPARK-56566).
+        want = max(min(wants), now + 1)
         if timer is not None and timer <= want:
             return timer
         if timer is not None:

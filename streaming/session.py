@@ -1,7 +1,9 @@
-"""The SparkSession the job and the tests use, configured the way SPARK-NOTES.md says PySpark 4.3
-needs on these machines (RocksDB state store with changelog checkpointing, avro state encoding
-pinned on a checkpoint's first run, few shuffle partitions, no UI, the driver's Python for
-workers).
+"""The SparkSession the job and the tests use, configured as PySpark 4.3's Python
+``transformWithState`` needs on these machines (docs/streaming.md): RocksDB state store with
+changelog checkpointing (the default store fails at run time), avro state encoding pinned on a
+checkpoint's first run (state schema evolution needs it), few shuffle partitions (pinned in the
+checkpoint; each is a Python task and a RocksDB store per batch), no UI, the driver's Python for
+workers (another python3 from PATH may lack the project's packages).
 
 Under ``spark-submit`` (``docs/cluster.md``) the JVM is already running when Python starts, and its
 ``--master`` is the one that counts: ``streaming.master`` is then not applied."""

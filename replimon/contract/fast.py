@@ -4,7 +4,7 @@
 anything unusual it answers False and the caller asks the models, which give the verdict and the
 one-line reason. So the models stay the single definition of the contract (and of the reasons in
 the dead letters), and this check only has to be *sound*: never True where the models say no.
-``tests/contract/test_fast.py`` checks that over the contract's cases, simulator events and
+``tests/contract/test_decode.py`` checks that over the contract's cases, simulator events and
 random mutations, and that every simulator event takes the fast path.
 
 It exists for speed: validating a decoded dict with the models costs several microseconds per

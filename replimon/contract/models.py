@@ -1,4 +1,4 @@
-"""Event contract v1 (SPEC section 3), as typed, frozen, strict models.
+"""Event contract v1 (docs/contract.md), as typed, frozen, strict models.
 
 One JSON object per Kafka message, key = group. Strict means what a replica integration would
 expect of a contract: no coercion (``"5"`` is not an int, ``true`` is not an int, ``1.0`` is not an

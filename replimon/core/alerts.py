@@ -38,7 +38,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "GROUP_SILENT": (CRITICAL, WEDGE),
     "EVENTS_LOST": (WARNING, DATA),
     "INCOMPLETE_HISTORY": (INFO, DATA),
-    # Raised by the data-quality hook (replimon.quality, docs/quality.md), not by the monitor:
+    # Raised by the data-quality sink (replimon.quality, docs/quality.md), not by the monitor:
     # an expectation of a Great Expectations suite failed on a validated micro-batch.
     "DATA_QUALITY_FAILED": (WARNING, DATA),
     "RECONFIG_REFUSED": (INFO, INFO),

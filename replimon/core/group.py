@@ -4,8 +4,8 @@ Shape (bytewax's ``StatefulLogic``): ``on_event(event) -> alerts``, ``on_timer(n
 ``next_timer() -> when``, ``flush() -> alerts`` at the end of input, and ``snapshot()`` for where
 the group stands; ``to_state()``/``from_state()`` turn the whole state into plain JSON values and
 back (``replimon.core.codec``), which is what Spark's state store keeps. Events are contract-v1
-dicts that have passed ``replimon.contract.parse_event`` (the monitor trusts their shape, not their
-content; docs/contract.md).
+dicts as ``replimon.contract.decode_event`` returns them (the monitor trusts their shape, not
+their content; docs/contract.md).
 
 Event time drives everything: the group's own clock for rules that compare its nodes, the outside
 clock given to ``on_timer`` for GROUP_SILENT (the only rule that must fire with no input at all)

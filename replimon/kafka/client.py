@@ -3,7 +3,7 @@ probes and reading offset ranges, correct on Apache Kafka and on the embedded br
 
 Everything that reads Kafka goes through `KafkaClient`: the Spark source
 (``replimon.streaming.sources.kafka``) plans and reads with it, the replay plans its window and
-reads checkpoint records with it (``replimon.replay.window``), the data-quality hook samples a
+reads checkpoint records with it (``replimon.replay.window``), the data-quality sink samples a
 batch's input with it (``replimon.quality.records``), and the tests read topics back with it.
 It uses confluent-kafka (librdkafka), assign-only consumers and an AdminClient; it never joins a
 consumer group and never commits. Offsets in and out are ``{(topic, partition): offset}``

@@ -1,7 +1,7 @@
 """Kafka offsets as Spark writes them: ``{"topic": {"partition": next_offset}}``.
 
 This is the one form offsets take between replimon's parts: Spark's offset log (both Kafka
-sources use it), the replay's ``replay_runs`` row and checkpoint records, the data-quality hook's
+sources use it), the replay's ``replay_runs`` row and checkpoint records, the data-quality sink's
 batch ranges, the runner's consumer lag. Partition keys are strings and topics and partitions are
 written in sorted order (numeric for partitions), so the same offsets always give the same JSON.
 In Python the offsets are ``{(topic, partition): offset}`` (`TP` keys).

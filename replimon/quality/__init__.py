@@ -1,4 +1,4 @@
-"""Data quality with Great Expectations (issue 7, docs/quality.md).
+"""Data quality with Great Expectations (docs/quality.md).
 
 Suites for each input topic and for the monitor's outputs, run by the streaming job on sampled
 micro-batches and by ``replimon validate`` on a capture or a window of the topics.
@@ -11,9 +11,11 @@ micro-batches and by ``replimon validate`` on a capture or a window of the topic
   the data docs builder.
 * ``records``: a micro-batch's input read back from Kafka, sampled by whole groups.
 * ``results``: ``dq_results`` rows and DATA_QUALITY_FAILED alerts, written once per batch.
-* ``hook``: what ``BatchWriter`` calls after each batch (cadence, sample, validate, write).
 * ``command``: the library side of ``replimon validate``.
 
-Importing this package (or ``suites``, ``derive``, ``records``, ``hook``) does not import Great
+In the streaming job these run in the data-quality sink, ``replimon.streaming.sinks.quality``
+(``QualitySink``: cadence, sample, validate, write), one of the writer's sinks.
+
+Importing this package (or ``suites``, ``derive``, ``records``, ``results``) does not import Great
 Expectations, which takes seconds: ``engine`` imports it on first use.
 """

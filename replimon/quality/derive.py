@@ -5,8 +5,8 @@ group snapshots of a micro-batch become the output frames. Only contract-valid e
 validated: a record that breaks contract v1 is a dead letter already (its own table and panel),
 so the suites judge what the schema lets through. Derived columns are defined in
 ``replimon.quality.suites.DERIVED``; the two that need an order are computed per topic partition
-in offset order, which is the order the job reads (the arrival order of each group's events,
-SPEC section 3: a group's events share a partition). A JSONL file stands for one partition in
+in offset order, which is the order the job reads (the arrival order of each group's events:
+a group's events share a partition, docs/contract.md). A JSONL file stands for one partition in
 line order.
 """
 

@@ -1,8 +1,9 @@
 """Reading a micro-batch's input records back from Kafka, and sampling them by group.
 
-The ``foreachBatch`` writer only sees the stateful operator's output, so the data-quality hook
-reads the batch's input again: the offsets a batch ends at are in the checkpoint's offset log
-(``BatchWriter.batch_offsets``), the previous batch's entry gives where it starts. Records are
+The ``foreachBatch`` writer only sees the stateful operator's output, so the data-quality sink
+(``streaming/sinks/quality.py``) reads the batch's input again: the offsets a batch ends at are in
+the checkpoint's offset log (``streaming/checkpoint.py``, ``Checkpoint.end_offsets``), the
+previous batch's entry gives where it starts. Records are
 read with ``replimon.kafka`` (``KafkaClient.read``), the reader the job's Kafka source uses:
 assign-only, nothing committed, a range that ends early makes the sample incomplete.
 

@@ -23,8 +23,8 @@ from typing import Any
 
 from replimon.core.alerts import KINDS
 
-# -- suite names: one per input topic (the default topic names; the configured names map onto
-# them, replimon.quality.derive.suite_of_topic) and per output ------------------------------------
+# -- suite names: one per input topic (the default topic names; a record of a configured topic
+# goes to the suite of its event type, replimon.quality.derive.SUITE_OF_TYPE) and per output ------
 DECISIONS, EXECUTIONS, HEARTBEATS, CONFIG = (
     "replica.decisions", "replica.executions", "replica.heartbeats", "replica.config")
 ALERTS, STATE, NODES = "monitor.alerts", "monitor.state", "monitor.state.nodes"
@@ -36,7 +36,7 @@ EVENT_TYPE = {DECISIONS: "decision", EXECUTIONS: "execution", HEARTBEATS: "heart
 # An event time before 2000-01-01 is not epoch milliseconds (most likely seconds, or a zero).
 MIN_TS_MS = 946_684_800_000
 # XCom's protocol numbers x_1_0 (1) .. x_1_9 (10); 0 is x_unknown_proto. The contract accepts any
-# non-negative number (an old protocol is something the rules judge, SPEC section 3).
+# non-negative number (an old protocol is something the rules judge, docs/contract.md).
 XCOM_PROTOCOLS = list(range(1, 11))
 MAX_MEMBERS = 9  # XCom groups have at most 9 members
 REFUSAL_REASONS = ["EVENT_HORIZON_INVALID", "EVENT_HORIZON_UNCHANGEABLE", "OLD_MEMBER_CUSTOM_EH"]
@@ -185,7 +185,7 @@ def specs() -> dict[str, list[Spec]]:
         ],
         ALERTS: [
             *(Spec(ALERTS, "expect_column_values_to_not_be_null", {"column": c},
-                   f"Every alert has its {c} (SPEC section 5).")
+                   f"Every alert has its {c} (docs/rules.md, \"Alert records\").")
               for c in ("alert_id", "group", "kind", "severity", "category", "status",
                         "event_ts_ms", "detected_ts_ms", "message")),
             Spec(ALERTS, "expect_column_values_to_match_regex",
@@ -210,7 +210,7 @@ def specs() -> dict[str, list[Spec]]:
                  {"column_A": "effective_horizon", "column_B": "executed_majority",
                   "or_equal": True, "ignore_row_if": "either_value_is_missing"},
                  "The group's effective horizon is at or above its executed frontier (the "
-                 "majority's) where both exist (SPEC section 4)."),
+                 "majority's) where both exist (docs/rules.md, \"The configuration map\")."),
             Spec(STATE, "expect_column_values_to_be_between",
                  {"column": "active_configs", "min_value": 1, "max_value": 1},
                  "Exactly one configuration is active per group (derived column "
@@ -255,7 +255,8 @@ def parameters(settings: Any, now_ms: int) -> dict[str, int]:
 
 
 # -- Great Expectations objects -------------------------------------------------------------------
-_NAMESPACE = uuid.UUID("7265706c-696d-6f6e-0000-000000000007")  # "replimon", issue 7
+# "replimon" in hex and a fixed tail: the seed of every expectation's id (changing it renames all).
+_NAMESPACE = uuid.UUID("7265706c-696d-6f6e-0000-000000000007")
 
 
 def spec_id(spec: Spec) -> str:

@@ -1,5 +1,5 @@
 """``replimon report RUN_ID``: one self-contained HTML postmortem report of a stored run, and a
-Markdown summary to paste into a postmortem document (issue 6, item 3; docs/report.md).
+Markdown summary to paste into a postmortem document (docs/report.md).
 
 Guarantees:
 

@@ -3,7 +3,7 @@
 Event times are stored as ``timestamptz`` converted exactly from epoch milliseconds (integer
 arithmetic on a ``timedelta``, no float rounding), so `ms_from_ts(ts_from_ms(ms)) == ms` for every
 millisecond time from the epoch to `MAX_MS`. The monitor's "none yet" (-1 for a frontier, a
-counter, a protocol or a clock) is stored as NULL (docs/postgres.md, "Conventions").
+counter, a protocol or a clock) is stored as NULL (docs/postgres.md, "Tables", the conventions).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Event contract v1 (SPEC section 3): every field rule, through ``parse_event`` and the JSON Schema.
+"""Event contract v1 (docs/contract.md): every field rule, through ``parse_event`` and the JSON Schema.
 
 Each case is a record (a dict, sent as JSON) and what must happen to it:
 

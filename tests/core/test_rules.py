@@ -1004,7 +1004,7 @@ def play(case: str, *, roundtrip: bool = False) -> Run:
 
 
 def test_every_kind_has_a_history() -> None:
-    # DATA_QUALITY_FAILED comes from the data-quality hook (replimon.quality), not the monitor.
+    # DATA_QUALITY_FAILED comes from the data-quality sink (replimon.quality), not the monitor.
     assert {case.split("/")[0] for case in HISTORIES} == set(KINDS) - {"DATA_QUALITY_FAILED"}
 
 

@@ -1,4 +1,4 @@
-"""Provisioning files and Grafana-managed alert rules (issue 5, items 2 and 3; docs/alerting.md).
+"""Provisioning files and Grafana-managed alert rules (docs/alerting.md).
 
 No Grafana can run here, so the rules are checked the way Grafana would use them:
 

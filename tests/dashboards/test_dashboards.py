@@ -1,4 +1,4 @@
-"""The Grafana dashboards (issue 5; docs/dashboards.md, "How the dashboards are tested").
+"""The Grafana dashboards (docs/dashboards.md, "Generating and testing").
 
 No Grafana server can run here, so each property Grafana would show is checked on its own:
 
@@ -11,8 +11,9 @@ No Grafana server can run here, so each property Grafana would show is checked o
 * SQL: every panel target, annotation and variable query, found by walking the JSON (a new panel
   is covered without touching this file), expanded with Grafana's macros and run against the
   PostgreSQL the end-to-end run filled: it runs, returns the columns its panel type needs, and
-  returns rows wherever the run had data. The data-quality table stays empty until issue 7, so
-  the queries on it are checked for their columns only;
+  returns rows wherever the run had data. The data-quality table holds rows only for the batches
+  the data-quality sink validated (docs/quality.md), so the queries on it are checked for their
+  columns only;
 * the same queries give the same answer when another run's rows (with different values) share
   the tables, and the health and time-firing numbers match a reference computed in Python.
 """
@@ -40,7 +41,7 @@ from replimon.dashboards.common import DATASOURCE, HERE
 from replimon.dashboards.macros import TimeRange, expand
 
 SCHEMA_DIR = HERE / "schema"
-DQ_TABLE = "dq_results"  # empty until issue 7: its queries are checked for columns only
+DQ_TABLE = "dq_results"  # rows only for validated batches: its queries are checked for columns only
 
 # PostgreSQL type OIDs Grafana's PostgreSQL plugin turns into numbers, text, times and booleans.
 NUMERIC = {20, 21, 23, 700, 701, 1700}
@@ -419,7 +420,7 @@ def test_query_runs_against_the_e2e_run(q: Query, setting: Setting) -> None:
         plan = conn.execute(f"EXPLAIN (FORMAT JSON) {sql}").fetchone()
     assert not column_problems(q, cols), (column_problems(q, cols), sql)
     assert plan and not index_problems(q, plan[0][0]["Plan"]), (index_problems(q, plan[0][0]["Plan"]), sql)
-    if DQ_TABLE not in q.sql:  # the data-quality table is empty until issue 7
+    if DQ_TABLE not in q.sql:  # the data-quality table has rows only for validated batches
         assert rows, f"no rows where the run has data:\n{sql}"
     if q.kind == "variable":
         assert (setting.group if q.where == "group" else setting.run) in {r[0] for r in rows}

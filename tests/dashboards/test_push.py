@@ -1,4 +1,4 @@
-"""``replimon dashboards push`` against a fake Grafana (issue 5, items 2 and 3; docs/alerting.md).
+"""``replimon dashboards push`` against a fake Grafana (docs/alerting.md, "`replimon dashboards push`").
 
 No Grafana can run here. `FakeGrafana` is an in-memory stand-in on 127.0.0.1 that implements only
 the endpoints push uses, with the status codes and body shapes of Grafana's HTTP API documentation

@@ -1,5 +1,5 @@
 """Offsets in Spark's JSON form (replimon/kafka/offsets.py): deterministic text, and the readers
-of it the hook and the runner use."""
+of it the data-quality sink and the runner use."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The simulator: reproducible to the byte, contract-valid, clean when clean, one alert per fault.
 
-``trace_check`` is a batch reference checker (tests/support/trace_check.py): it names the SPEC section 5
-conditions a whole trace contains. A clean run must contain none; each catalogued fault must
+``trace_check`` is a batch reference checker (tests/support/trace_check.py): it names the alert
+conditions (docs/rules.md, "The alerts") a whole trace contains. A clean run must contain none; each catalogued fault must
 contain exactly the alert kind the catalogue promises.
 """
 

@@ -1,4 +1,4 @@
-"""Data-quality suites (issue 7) without Spark: every expectation on data that passes and on data
+"""Data-quality suites (docs/quality.md) without Spark: every expectation on data that passes and on data
 that fails, the derived columns, the checked-in GX project, sampling from Kafka, the results'
 exactly-once write, and ``replimon validate``.
 

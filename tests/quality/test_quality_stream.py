@@ -1,9 +1,9 @@
-"""The data-quality hook in the real streaming job (issue 7): embedded broker, Spark local mode,
-embedded PostgreSQL.
+"""The data-quality sink in the real streaming job (docs/quality.md): embedded broker, Spark local
+mode, embedded PostgreSQL.
 
 A simulator trace with two contract-valid faults the monitor's rules do not judge (one node's seq
 goes backwards, another node's clock runs 10 minutes ahead) is replayed through the job with the
-hook validating every batch. The suites flag exactly those two expectations, ``dq_results`` has
+sink validating every batch. The suites flag exactly those two expectations, ``dq_results`` has
 a row per expectation and batch, a DATA_QUALITY_FAILED alert names each failed expectation with
 the failing records (topic, partition, offset) as evidence, in PostgreSQL and on
 ``monitor.alerts``; the replay report lists the results. A batch written again by the writer

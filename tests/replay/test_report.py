@@ -229,7 +229,7 @@ def test_counts_by_kind_are_the_tables_counts(e2e: Any, written: Written) -> Non
 def test_markdown_summary(e2e: Any, written: Written) -> None:
     md = written.md
     assert md.startswith(f"# replimon run `{e2e.run_id}`")
-    # The job's data-quality hook validated the run's batches (docs/quality.md): all passed.
+    # The job's data-quality sink validated the run's batches (docs/quality.md): all passed.
     dq_rows = md_table(md, "Data quality")
     assert dq_rows and all(r[3] == "0" for r in dq_rows), dq_rows
     with psycopg.connect(e2e.settings.postgres.dsn) as conn:

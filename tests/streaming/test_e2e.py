@@ -1,4 +1,4 @@
-"""End to end (issue 4, item 9): the simulator's whole fault catalogue through the real broker
+"""End to end (docs/streaming.md, "End-to-end tests"): the simulator's whole fault catalogue through the real broker
 (Tansu), the real Spark job (local[2], replay: availableNow, event time) and the real PostgreSQL.
 
 One trace does it all, because one replay of many groups costs far less than many replays

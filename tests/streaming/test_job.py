@@ -1,7 +1,8 @@
 """The Spark job end to end: real broker (Tansu), real Spark (local[2]), real PostgreSQL.
 
 * replay (availableNow, event time) of simulator traces with faults gives the same set of alert
-  ids as ``replimon check`` over the same events (SPEC: live, replay and check agree);
+  ids as ``replimon check`` over the same events (docs/rules.md, "Alert records": the same
+  history gives the same ids, live, replay or check);
 * bad records become dead letters with their reason; counts reconcile
   (events published = events processed + dead letters);
 * a retried micro-batch changes nothing in PostgreSQL.

@@ -1,5 +1,6 @@
-"""Live = check (issue 4): the same events through the live Spark job and through ``replimon check``
-give the same alert ids (``tests/streaming/test_job.py`` shows it for replay).
+"""Live = check (docs/streaming.md, "Live = check, and the tail"): the same events through the
+live Spark job and through ``replimon check`` give the same alert ids
+(``tests/streaming/test_job.py`` shows it for replay).
 
 The live query (``timeMode="ProcessingTime"``, 1 s processing-time trigger) runs in this process
 on the session's Spark; the simulator publishes a trace with six kinds of fault in real time
@@ -8,8 +9,8 @@ events, written to a JSONL file, go through the ``replimon check`` CLI with the 
 
 The tail. ``check`` has no clock beyond the last event it reads, so it never says a group went
 silent after the end of its input; live mode does, from processing time, GROUP_SILENT for every
-group ``group_silent + skew`` after its last event (SPEC: it MUST fire with no input arriving at
-all). Those are the only alerts live may add, and their ids are known in advance (the group and
+group ``group_silent + skew`` after its last event (docs/rules.md, "GROUP_SILENT": it fires with
+no input arriving at all). Those are the only alerts live may add, and their ids are known in advance (the group and
 its last event time), so the test waits for them and asserts live = check + exactly these, each
 detected no earlier than its deadline. Mid-trace, check fires group g3's GROUP_SILENT (its fault:
 25 s without an event) because the other groups' events move its clock past the deadline; live
@@ -126,7 +127,8 @@ def test_live_equals_check(spark: Any, broker: Any, postgres: Any, topic_prefix:
         assert {"NODE_SILENT", "GROUP_SILENT", "DIVERGENT_DECISION", "EVENTS_LOST", "BEYOND_HORIZON",
                 "EXECUTION_REGRESSION"} <= kinds
         live = [lag for _, at, lag in lags if started < at <= ended and lag >= 0]  # batches with data
-        # -- issue 6: a replay of a window the live job processed gives the live run's alerts ----
+        # -- a replay of a window the live job processed gives the live run's alerts ------------
+        # (docs/replay.md, "Deterministic, and equal to the live run")
         from replimon.replay.diff import diff_runs
         from replimon.streaming.replay import replay
 

@@ -8,8 +8,9 @@ contract-v1 dict checked by ``replimon.contract.parse_event``, and each node kee
 field on purpose (a wrong start, a lost seq, a stale view, a late arrival).
 
 The builder keeps the *truth*: a :class:`~replimon.core.configmap.ConfigMap` that places and
-refuses config commands as XCom does (SPEC section 4). Reports, heartbeat views and proposers'
-``window_base`` default to what that truth says, so a test states only the fault it is about.
+refuses config commands as XCom does (docs/rules.md, "The configuration map"). Reports, heartbeat
+views and proposers' ``window_base`` default to what that truth says, so a test states only the
+fault it is about.
 
 Time is explicit: nothing advances unless a test calls :meth:`History.advance` or
 :meth:`History.tick`, so every threshold in a test can be placed to the millisecond.

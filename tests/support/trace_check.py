@@ -1,9 +1,10 @@
 """A batch reference checker of simulator traces (test helper, not the product's monitor).
 
-It reads a whole trace (arrival order) and names which SPEC section 5 conditions the history
-contains, in the simplest way that is obviously right with hindsight: it is how the tests prove
-that a clean simulator run is clean and that each catalogued fault leaves the evidence of its own
-alert kind and of no other. The streaming monitor (issue 3) must agree with it; it is not fast.
+It reads a whole trace (arrival order) and names which alert conditions (docs/rules.md, "The
+alerts") the history contains, in the simplest way that is obviously right with hindsight: it is
+how the tests prove that a clean simulator run is clean and that each catalogued fault leaves the
+evidence of its own alert kind and of no other. The product's monitor (``replimon.core``) must
+agree with it; it is not fast.
 """
 
 from __future__ import annotations

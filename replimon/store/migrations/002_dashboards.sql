@@ -5,7 +5,7 @@
 -- ones as text, for a state timeline); pipeline_metrics the trigger interval and the consumer lag;
 -- node_timeseries keeps each node's frontiers and heartbeat
 -- freshness at each snapshot of its group; dq_results holds data-quality results (filled by the
--- data-quality hook, docs/quality.md). Keys as in version 1: facts of the history or the batch id, so a
+-- data-quality sink, docs/quality.md). Keys as in version 1: facts of the history or the batch id, so a
 -- retried micro-batch writes the same keys and changes nothing.
 
 ALTER TABLE group_timeseries
