@@ -32,17 +32,10 @@ from replimon.quality.engine import Outcome
 from replimon.quality.suites import spec_of_name
 from replimon.store.runs import last_batch_id
 from replimon.store.values import ts_from_ms
-from replimon.store.writes import ADVANCE, INSERT_ALERT, alert_row
+from replimon.store.writes import ADVANCE, INSERT_ALERT, INSERT_DQ_RESULT, alert_row
 
 KIND = "DATA_QUALITY_FAILED"
 GUARD_SUFFIX = ":quality"
-
-_DQ = """
-INSERT INTO dq_results (run_id, batch_id, suite, expectation, ts, success, evaluated, unexpected,
-                        details)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (run_id, batch_id, suite, expectation) DO NOTHING"""
-
 
 def guard_pipeline(pipeline: str) -> str:
     return pipeline + GUARD_SUFFIX
@@ -97,7 +90,7 @@ def write_results(dsn: str, run_id: str, pipeline: str, batch_id: int, outcomes:
             if cur.fetchone() is None:
                 return False
             if rows:
-                cur.executemany(_DQ, rows)
+                cur.executemany(INSERT_DQ_RESULT, rows)
             if alert_rows:
                 cur.executemany(INSERT_ALERT, alert_rows)
         return True

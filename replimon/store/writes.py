@@ -3,7 +3,8 @@
 The streaming job's sink (``streaming/sinks/postgres.py``, one transaction per micro-batch) and
 the data-quality results writer (``replimon.quality.results``, one transaction per validated
 batch) both start their transaction with `ADVANCE` on their own pipeline and insert alerts with
-`INSERT_ALERT` and `alert_row`, so an alert is stored the same way whoever raised it.
+`INSERT_ALERT` and `alert_row`, so an alert is stored the same way whoever raised it; the
+data-quality writer adds its result rows with `INSERT_DQ_RESULT`.
 
 Guarantee of `ADVANCE`: it moves ``pipeline_batches(run_id, pipeline).last_batch_id`` to the
 given batch id only if that is higher, locks the row, and returns a row only then; a writer that
@@ -29,6 +30,14 @@ ON CONFLICT (run_id, pipeline) DO UPDATE
     SET last_batch_id = EXCLUDED.last_batch_id, committed_at = EXCLUDED.committed_at
     WHERE p.last_batch_id < EXCLUDED.last_batch_id
 RETURNING last_batch_id"""
+
+# Parameters: run_id, batch_id, suite, expectation, ts, success, evaluated, unexpected, details
+# (``replimon.quality.results.dq_rows``). A result row is a fact too: a retry adds nothing.
+INSERT_DQ_RESULT = """
+INSERT INTO dq_results (run_id, batch_id, suite, expectation, ts, success, evaluated, unexpected,
+                        details)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (run_id, batch_id, suite, expectation) DO NOTHING"""
 
 # Parameters: `alert_row`.
 INSERT_ALERT = """
