@@ -150,26 +150,33 @@ def broker(
         b.create_topics(list(settings.kafka.topics.all), partitions or settings.kafka.partitions)
         print(f"REPLIMON_KAFKA__BOOTSTRAP_SERVERS={b.bootstrap_servers}", flush=True)
         err.print("broker ready; Ctrl-C stops it")
-        _wait_forever()
+        code = _serve(b, "broker", "the broker")
+    raise typer.Exit(code)
 
 
 @app.command()
 def db() -> None:
-    """Run the embedded PostgreSQL until Ctrl-C."""
+    """Run the embedded PostgreSQL until Ctrl-C (exit 1 if the server dies on its own)."""
     from replimon.embedded import EmbeddedPostgres
 
     with EmbeddedPostgres() as pg:
         print(f"REPLIMON_POSTGRES__DSN={pg.dsn}", flush=True)
         err.print("PostgreSQL ready; Ctrl-C stops it")
-        _wait_forever()
+        code = _serve(pg, "db", f"PostgreSQL (log: {pg.log_path})")
+    raise typer.Exit(code)
 
 
-def _wait_forever() -> None:
+def _serve(server: Any, command: str, what: str, poll_s: float = 0.5) -> int:
+    """Wait for Ctrl-C (130) or for the server to die on its own (one line, 1)."""
     try:
-        while True:
-            time.sleep(3600)
+        while (status := server.exit_status()) is None:
+            time.sleep(poll_s)
     except KeyboardInterrupt:
         err.print("stopping")
+        return 130
+    err.print(f"replimon: {command}: {what} exited on its own with status {status}; stopping",
+              highlight=False, markup=False, soft_wrap=True)
+    return 1
 
 
 @app.command()
@@ -224,17 +231,48 @@ def run_job(
     starting: Annotated[str, typer.Option(help="startingOffsets for a new checkpoint: earliest, latest or Spark's JSON")] = "earliest",
     checkpoint: Annotated[str | None, typer.Option(help="checkpoint directory [default paths.checkpoint_dir/RUN_ID]")] = None,
     api: Annotated[str, typer.Option(help="transformWithState API: pandas (default, measured faster) or row")] = "pandas",
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="also log what Py4J, Great Expectations and other libraries say")] = False,
 ) -> None:
-    """Run the Spark monitoring job against kafka.bootstrap_servers and postgres.dsn (Ctrl-C stops)."""
-    import logging
+    """Run the Spark monitoring job against kafka.bootstrap_servers and postgres.dsn.
+
+    Ctrl-C (or SIGTERM) lets the running micro-batch finish and stops: exit 130 after Ctrl-C, 0
+    after SIGTERM or when a --replay consumed its input; 1 when a server is unreachable at start
+    or the query failed; 2 for a wrong flag or config value (docs/operations.md)."""
+    from replimon.preflight import Unavailable, check_kafka, check_postgres
 
     if api not in ("row", "pandas"):
         raise fail(f"run: --api must be row or pandas (got {api!r})")
     settings = state.settings()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        check_postgres(settings.postgres.dsn)
+        check_kafka(settings.kafka.bootstrap_servers, settings.kafka.topics.inputs)
+    except Unavailable as exc:
+        err.print(f"replimon: run: {exc}", highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(exc.exit_code) from None
+    quiet_logs(verbose)
     from replimon.streaming.runner import run
 
-    raise typer.Exit(run(settings, run_id=run_id, replay=replay, api=api, starting=starting, checkpoint=checkpoint))
+    try:
+        code = run(settings, run_id=run_id, replay=replay, api=api, starting=starting, checkpoint=checkpoint)
+    except RuntimeError as exc:
+        err.print(f"replimon: run: {exc}", highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    raise typer.Exit(code)
+
+
+# Libraries that log at INFO on every micro-batch (Py4J's callback server, Great Expectations'
+# registrations) or on every lost connection: off unless --verbose (docs/operations.md, "Logs").
+CHATTY_LOGGERS = ("py4j", "great_expectations", "urllib3", "asyncio")
+
+
+def quiet_logs(verbose: bool) -> None:
+    """One log line per event that matters: replimon's loggers at INFO, the libraries' at WARNING
+    (everything at INFO with ``verbose``)."""
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.CRITICAL)
 
 
 # --------------------------------------------------------------------------------- replay
@@ -346,14 +384,15 @@ def diff(
 def check(
     files: Annotated[list[str], typer.Argument(help="JSONL files of contract-v1 events, read in order; - reads stdin", show_default=False)],
     config: Annotated[str | None, typer.Option("--config", "-c", help="YAML config file (thresholds); overrides the global --config")] = None,
-    fail_on: Annotated[str, typer.Option(help="exit 1 when this fired: violation (a critical violation), critical, warning, never")] = "violation",
+    fail_on: Annotated[str, typer.Option(help="exit 1 when this fired: critical (any critical alert, a violation or a wedge), violation (a critical violation only), warning, never")] = "critical",
     min_severity: Annotated[str, typer.Option(help="print alerts of at least this severity: info, warning, critical")] = "info",
     sort_by_time: Annotated[bool, typer.Option("--sort-by-time", help="order events by ts_ms first (for captures of the four topics in separate files)")] = False,
 ) -> None:
     """Run the monitor's rules over captured events; one JSON alert per line on stdout.
 
     Exit status: 0 when nothing in --fail-on fired, 1 when it did, 2 on a usage or unreadable-input
-    error. Bad lines are reported with their line numbers on stderr and never stop the run.
+    error or when the input held no valid event at all (nothing was checked). Bad lines are
+    reported with their line numbers on stderr and never stop the run.
     """
     from replimon.check import FAIL_ON, SEVERITY_RANK, read_lines
     from replimon.check import check as run_check
@@ -396,6 +435,10 @@ def check(
             if name != "<stdin>":
                 stream.close()
     out.flush()
+    if result.events == 0:
+        # Nothing was checked: "ok" would pass a CI job on an empty or unreadable capture.
+        first = f"; first: {result.bad[0].source}:{result.bad[0].line}: {result.bad[0].reason}" if result.bad else ""
+        raise fail(f"check: no valid event in the input ({len(result.bad)} bad line(s){first})")
     failed = result.failed(fail_on)
     check_summary(result, time.perf_counter() - started, failed, fail_on)
     raise typer.Exit(1 if failed else 0)
@@ -493,8 +536,8 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{exc.ctx.command_path}: " if exc.ctx and exc.ctx.command_path != "replimon" else ""
         err.print(f"replimon: {where.removeprefix('replimon ')}{exc.format_message()}", highlight=False, markup=False, soft_wrap=True)
         return 2
-    except typer.Abort:
-        err.print("aborted")
+    except typer.Abort:  # click's form of Ctrl-C
+        err.print("replimon: interrupted", highlight=False, markup=False)
         return 130
     except typer.Exit as exc:
         return int(exc.exit_code)
@@ -505,8 +548,28 @@ def main(argv: list[str] | None = None) -> int:
         err.print(str(exc), highlight=False, markup=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
+        err.print("replimon: interrupted", highlight=False, markup=False)
         return 130
+    except Exception as exc:
+        line = _server_error(exc)
+        if line is None:
+            raise
+        err.print(f"replimon: {line}", highlight=False, markup=False, soft_wrap=True)
+        return 1
     return result if isinstance(result, int) else 0
+
+
+def _server_error(exc: Exception) -> str | None:
+    """One line for a server that failed a command (PostgreSQL, Kafka), None for anything else
+    (a bug: its traceback is worth having)."""
+    from replimon.preflight import first_line
+
+    module = type(exc).__module__
+    if module.startswith("psycopg"):
+        return f"PostgreSQL: {first_line(exc)}"
+    if module.startswith("confluent_kafka") or module.startswith("cimpl"):
+        return f"Kafka: {first_line(exc)}"
+    return None
 
 
 def run() -> None:

@@ -50,6 +50,23 @@ def batch_result(batch_id: int, rows: Iterable[Any], window_start_ms: int | None
     return result
 
 
+_PY4J_ERROR = "py4j.protocol.Py4JJavaError: An error occurred while calling foreachBatch of batch"
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """A JVM call of this batch was interrupted (``query.stop()`` while the batch ran)."""
+    java = getattr(exc, "java_exception", None)
+    name = ""
+    if java is not None:
+        try:
+            name = str(java.getClass().getName())
+        except Exception:  # the gateway is going away
+            name = ""
+    return name in ("java.lang.InterruptedException", "java.io.InterruptedIOException",
+                    "java.nio.channels.ClosedByInterruptException") or (
+        not name and "java.lang.InterruptedException" in str(exc)[:2000])
+
+
 class BatchWriter:
     """The ``foreachBatch`` function (module docstring)."""
 
@@ -62,6 +79,18 @@ class BatchWriter:
         self.window_start_ms = window_start_ms
 
     def __call__(self, df: Any, batch_id: int) -> None:
+        try:
+            self._write(df, batch_id)
+        except Exception as exc:
+            if not _interrupted(exc):
+                raise
+            # query.stop() interrupted this batch (nothing of it is committed: a restart runs it
+            # again). Spark recognises a stop inside a Python foreachBatch by matching this text
+            # against the error with a backtracking regex, which overflows the JVM's stack on the
+            # whole Java trace (StreamExecution.isInterruptedByStop): hand it the short form.
+            raise RuntimeError(f"{_PY4J_ERROR} {batch_id}: java.lang.InterruptedException") from None
+
+    def _write(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
         rows = df.collect()
         result = batch_result(batch_id, rows, self.window_start_ms)
