@@ -48,6 +48,7 @@ class MetricsListener:
         sink = self.sink
         trigger_ms = self.trigger_ms
         name = self.query_name
+        failing: list[bool] = []
 
         class _Listener(StreamingQueryListener):
             def onQueryStarted(self, event: Any) -> None:  # noqa: N802
@@ -63,8 +64,11 @@ class MetricsListener:
                         input_rows_per_s=float(p.inputRowsPerSecond or 0.0),
                         processed_rows_per_s=float(p.processedRowsPerSecond or 0.0),
                         trigger_ms=trigger_ms, lag_records=consumer_lag(p))
+                    failing[:] = []
                 except Exception as exc:  # metrics must never stop the job
-                    log.warning("could not write pipeline metrics: %s", exc)
+                    if not failing:  # once per outage: the batch sink says when PostgreSQL is back
+                        log.warning("could not write pipeline metrics: %s", " ".join(str(exc).split())[:160])
+                    failing[:] = [True]
 
             def onQueryIdle(self, event: Any) -> None:  # noqa: N802
                 pass
@@ -121,7 +125,10 @@ def make_writer(settings: Any, run_id: str, checkpoint: Checkpoint | None, *, pg
         sinks.append(kafka)
     guard = None
     if pg is not None:
-        guard = PostgresBatchSink(pg, checkpoint.stream_id if checkpoint else None)
+        from replimon.streaming.sinks.backlog import Backlog
+
+        guard = PostgresBatchSink(pg, checkpoint.stream_id if checkpoint else None,
+                                  backlog=Backlog.at(checkpoint.location if checkpoint else None))
         sinks.append(guard)
         from replimon.streaming.sinks.quality import QualitySink
 

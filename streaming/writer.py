@@ -99,10 +99,12 @@ class BatchWriter:
             sink.write(result)
         if result.repeated:
             result.written = False
+        note = ("" if result.written else " (committed before: a retried batch, not written again)")
+        if result.deferred:
+            note += " (PostgreSQL down: its rows wait in the backlog)"
         log.info("batch %s: %s rows, %s alerts, %s states, %s dead letters in %.2fs%s", batch_id, len(rows),
                  len(result.alert_rows), len(result.snapshot_rows), len(result.dead_letters),
-                 time.monotonic() - started,
-                 "" if result.written else " (committed before: a retried batch, not written again)")
+                 time.monotonic() - started, note)
         for observer in self.observers:
             observer(result)
 
