@@ -15,7 +15,16 @@ from typing import Annotated, Any
 import typer
 
 from replimon.config import ConfigError, Settings, load_settings
-from replimon.console import check_summary, err, parse_time, print_faults, validate_summary
+from replimon.console import (
+    check_summary,
+    err,
+    parse_time,
+    print_faults,
+    publish_live,
+    quiet_logs,
+    serve,
+    validate_summary,
+)
 
 try:  # typer >= 0.20 vendors click; its exceptions live there
     from typer._click import exceptions as click_exc
@@ -102,18 +111,9 @@ def simulate(
         settings, seed=seed, groups=groups, nodes=nodes, decisions_per_s=rate,
         duration_ms=duration_ms, start_ms=start_ms,
     )
+    code = 0
     if kafka:
-        from replimon.producers.publisher import Publisher
-
-        with Publisher.from_settings(settings) as publisher:
-            sim = _simulator(Simulator, options, injections, publisher.send)
-            try:
-                summary = sim.run(realtime=True)
-            except KeyboardInterrupt:
-                summary = sim.summary()
-            publisher.flush()
-            stats = publisher.stats()
-        err.print(f"published {stats.delivered} events to {settings.kafka.bootstrap_servers} ({stats.failed} failed)")
+        code, summary = publish_live(settings, lambda send: _simulator(Simulator, options, injections, send))
     else:
         assert out is not None
         sim = _simulator(Simulator, options, injections, None)  # validate before touching OUT
@@ -128,6 +128,8 @@ def simulate(
     if path and summary.faults:
         Path(path).write_text(json.dumps(summary.faults, indent=2) + "\n", encoding="utf-8")
         err.print(f"injected faults listed in {path}")
+    if kafka and code:
+        raise typer.Exit(code)
 
 
 def _simulator(cls: Any, options: Any, injections: Any, sink: Any) -> Any:
@@ -150,7 +152,7 @@ def broker(
         b.create_topics(list(settings.kafka.topics.all), partitions or settings.kafka.partitions)
         print(f"REPLIMON_KAFKA__BOOTSTRAP_SERVERS={b.bootstrap_servers}", flush=True)
         err.print("broker ready; Ctrl-C stops it")
-        code = _serve(b, "broker", "the broker")
+        code = serve(b, "broker", "the broker")
     raise typer.Exit(code)
 
 
@@ -162,21 +164,8 @@ def db() -> None:
     with EmbeddedPostgres() as pg:
         print(f"REPLIMON_POSTGRES__DSN={pg.dsn}", flush=True)
         err.print("PostgreSQL ready; Ctrl-C stops it")
-        code = _serve(pg, "db", f"PostgreSQL (log: {pg.log_path})")
+        code = serve(pg, "db", f"PostgreSQL (log: {pg.log_path})")
     raise typer.Exit(code)
-
-
-def _serve(server: Any, command: str, what: str, poll_s: float = 0.5) -> int:
-    """Wait for Ctrl-C (130) or for the server to die on its own (one line, 1)."""
-    try:
-        while (status := server.exit_status()) is None:
-            time.sleep(poll_s)
-    except KeyboardInterrupt:
-        err.print("stopping")
-        return 130
-    err.print(f"replimon: {command}: {what} exited on its own with status {status}; stopping",
-              highlight=False, markup=False, soft_wrap=True)
-    return 1
 
 
 @app.command()
@@ -258,21 +247,6 @@ def run_job(
         err.print(f"replimon: run: {exc}", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(1) from None
     raise typer.Exit(code)
-
-
-# Libraries that log at INFO on every micro-batch (Py4J's callback server, Great Expectations'
-# registrations) or on every lost connection: off unless --verbose (docs/operations.md, "Logs").
-CHATTY_LOGGERS = ("py4j", "great_expectations", "urllib3", "asyncio")
-
-
-def quiet_logs(verbose: bool) -> None:
-    """One log line per event that matters: replimon's loggers at INFO, the libraries' at WARNING
-    (everything at INFO with ``verbose``)."""
-    import logging
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    for name in CHATTY_LOGGERS:
-        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.CRITICAL)
 
 
 # --------------------------------------------------------------------------------- replay
@@ -551,25 +525,14 @@ def main(argv: list[str] | None = None) -> int:
         err.print("replimon: interrupted", highlight=False, markup=False)
         return 130
     except Exception as exc:
-        line = _server_error(exc)
+        from replimon.preflight import server_error
+
+        line = server_error(exc)
         if line is None:
             raise
         err.print(f"replimon: {line}", highlight=False, markup=False, soft_wrap=True)
         return 1
     return result if isinstance(result, int) else 0
-
-
-def _server_error(exc: Exception) -> str | None:
-    """One line for a server that failed a command (PostgreSQL, Kafka), None for anything else
-    (a bug: its traceback is worth having)."""
-    from replimon.preflight import first_line
-
-    module = type(exc).__module__
-    if module.startswith("psycopg"):
-        return f"PostgreSQL: {first_line(exc)}"
-    if module.startswith("confluent_kafka") or module.startswith("cimpl"):
-        return f"Kafka: {first_line(exc)}"
-    return None
 
 
 def run() -> None:

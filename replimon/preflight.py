@@ -90,3 +90,14 @@ def check_kafka(bootstrap: str, topics: Iterable[str], timeout_s: float = 10.0) 
     if missing:
         raise Unavailable(f"the broker at {bootstrap} has no topic {', '.join(missing)} "
                           "(create them, e.g. with `replimon broker`, or fix kafka.topics)")
+
+
+def server_error(exc: Exception) -> str | None:
+    """One line for a server that failed a command (PostgreSQL, Kafka), None for anything else
+    (a bug: its traceback is worth having)."""
+    module = type(exc).__module__
+    if module.startswith("psycopg"):
+        return f"PostgreSQL: {first_line(exc)}"
+    if module.startswith("confluent_kafka") or module.startswith("cimpl"):
+        return f"Kafka: {first_line(exc)}"
+    return None
