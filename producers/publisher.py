@@ -214,9 +214,7 @@ class Publisher:
         if self._fatal is not None:
             self._renew()
         try:
-            self._producer.produce(topic, value, key, timestamp=timestamp or 0)
-        except BufferError:
-            self._produce_blocking(topic, key, value, timestamp)
+            self._produce(topic, key, value, timestamp)
         except KafkaException as exc:
             if not _is_fatal(exc):
                 raise self._refused(exc) from exc
@@ -224,14 +222,18 @@ class Publisher:
             self._fatal = self._fatal or _describe(exc)
             self._renew()
             try:
-                self._producer.produce(topic, value, key, timestamp=timestamp or 0)
-            except BufferError:
-                self._produce_blocking(topic, key, value, timestamp)
+                self._produce(topic, key, value, timestamp)
             except KafkaException as again:
                 raise self._refused(again) from again
         with self._lock:
             self._sent += 1
         self._producer.poll(0)
+
+    def _produce(self, topic: str, key: bytes | None, value: bytes, timestamp: int | None) -> None:
+        try:
+            self._producer.produce(topic, value, key, timestamp=timestamp or 0)
+        except BufferError:
+            self._produce_blocking(topic, key, value, timestamp)
 
     def _produce_blocking(self, topic: str, key: bytes | None, value: bytes, timestamp: int | None = None) -> None:
         """Back-pressure: serve delivery reports until the queue has room or time runs out."""
