@@ -106,6 +106,7 @@ def simulate(
         raise fail(f"simulate: {exc}") from None
     if duration_ms <= 0 and not kafka:
         raise fail("simulate: --duration must be positive when writing a file")
+    _inside("simulate", injections, duration_ms, duration)
     settings = state.settings()
     options = SimOptions.from_settings(
         settings, seed=seed, groups=groups, nodes=nodes, decisions_per_s=rate,
@@ -130,6 +131,14 @@ def simulate(
         err.print(f"injected faults listed in {path}")
     if kafka and code:
         raise typer.Exit(code)
+
+
+def _inside(command: str, injections: Any, duration_ms: int, duration: str) -> None:
+    """An injection at or after the end of the run would never happen: say so (exit 2)."""
+    late = [i for i in injections if duration_ms > 0 and i.at_ms >= duration_ms]
+    if late:
+        raise fail(f"{command}: --inject {late[0].fault}:{late[0].group}@{late[0].at_ms / 1000:g}s is at or "
+                   f"after the end of the run (--duration {duration}): it would never be injected")
 
 
 def _simulator(cls: Any, options: Any, injections: Any, sink: Any) -> Any:
@@ -186,6 +195,8 @@ def demo(
         injections = [parse_injection(t) for t in (inject if inject is not None else DEFAULT_FAULTS)]
     except ValueError as exc:
         raise fail(f"demo: {exc}") from None
+    if inject is not None:  # the default faults are spread over a long demo; a short one keeps the early ones
+        _inside("demo", injections, duration_ms, duration)
     run_demo(state.settings(), groups=groups, nodes=nodes, duration_ms=duration_ms, injections=injections,
              plain=plain, with_job=job)
 

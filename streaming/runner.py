@@ -136,7 +136,8 @@ def make_writer(settings: Any, run_id: str, checkpoint: Checkpoint | None, *, pg
             sinks.append(QualitySink(settings, run_id, pg.dsn, lambda: pg.pipeline, kafka=kafka,
                                      end_offsets=checkpoint.end_offsets if checkpoint else None,
                                      window_start_ms=window_start_ms))
-    return BatchWriter(sinks, guard=guard, observers=observers, window_start_ms=window_start_ms)
+    return BatchWriter(sinks, guard=guard, observers=observers, window_start_ms=window_start_ms,
+                       records_in=checkpoint.records_in if checkpoint else None)
 
 
 INTERRUPTED = 130  # the shell's status for a process stopped by SIGINT (Ctrl-C)

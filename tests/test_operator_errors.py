@@ -60,6 +60,8 @@ OFFLINE: list[tuple[str, list[str], dict[str, str], int, list[str]]] = [
      ["cannot reach PostgreSQL", "127.0.0.1:1/x"]),
     ("unknown-host-dsn", ["run"], {"REPLIMON_POSTGRES__DSN": "postgresql://u@nohost.invalid/x"}, 1,
      ["cannot reach PostgreSQL", "nohost.invalid"]),
+    ("inject-after-end", ["simulate", "--inject", "beyond_horizon:g1@10m", "--duration", "30s", "--out", "x.jsonl"],
+     {}, 2, ["--inject", "never be injected"]),
     ("report-unreachable-dsn", ["report", "live"], {"REPLIMON_POSTGRES__DSN": "postgresql://u:secret@127.0.0.1:1/x"},
      1, ["PostgreSQL"]),
 ]
