@@ -16,8 +16,10 @@ import typer
 
 from replimon.config import ConfigError, Settings, load_settings
 from replimon.console import (
+    Terminated,
     check_summary,
     err,
+    on_sigterm,
     parse_time,
     print_faults,
     publish_live,
@@ -157,6 +159,7 @@ def broker(
     from replimon.embedded import EmbeddedBroker
 
     settings = state.settings()
+    on_sigterm()
     with EmbeddedBroker() as b:
         b.create_topics(list(settings.kafka.topics.all), partitions or settings.kafka.partitions)
         print(f"REPLIMON_KAFKA__BOOTSTRAP_SERVERS={b.bootstrap_servers}", flush=True)
@@ -170,6 +173,7 @@ def db() -> None:
     """Run the embedded PostgreSQL until Ctrl-C (exit 1 if the server dies on its own)."""
     from replimon.embedded import EmbeddedPostgres
 
+    on_sigterm()
     with EmbeddedPostgres() as pg:
         print(f"REPLIMON_POSTGRES__DSN={pg.dsn}", flush=True)
         err.print("PostgreSQL ready; Ctrl-C stops it")
@@ -535,6 +539,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("replimon: interrupted", highlight=False, markup=False)
         return 130
+    except Terminated:  # SIGTERM while a server was starting (on_sigterm): stopped cleanly
+        return 0
     except Exception as exc:
         from replimon.preflight import server_error
 

@@ -115,14 +115,34 @@ def quiet_logs(verbose: bool) -> None:
 
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived (``on_sigterm``): unwinds like Ctrl-C, so ``with`` blocks stop servers."""
+
+
+def on_sigterm() -> None:
+    """From now on SIGTERM raises `Terminated` in the main thread (``replimon db``/``broker``:
+    the way a service manager stops them is a clean stop, exit 0)."""
+    import signal
+
+    def raise_terminated(*_: Any) -> None:
+        raise Terminated
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, raise_terminated)
+
+
 def serve(server: Any, command: str, what: str, poll_s: float = 0.5) -> int:
-    """Wait for Ctrl-C (130) or for the server to die on its own (one line, 1)."""
+    """Wait for Ctrl-C (130), SIGTERM (0; see `on_sigterm`) or for the server to die on its own
+    (one line, 1). The caller's ``with`` block then stops the server."""
     try:
         while (status := server.exit_status()) is None:
             time.sleep(poll_s)
     except KeyboardInterrupt:
         err.print("stopping")
         return 130
+    except Terminated:
+        err.print("stopping")
+        return 0
     err.print(f"replimon: {command}: {what} exited on its own with status {status}; stopping",
               highlight=False, markup=False, soft_wrap=True)
     return 1

@@ -151,18 +151,22 @@ def test_db_notices_its_server_died(tmp_path: Path) -> None:
     assert "Traceback" not in stderr
 
 
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)], ids=["ctrl-c", "sigterm"])
 @pytest.mark.parametrize("command", ["db", "broker"])
-def test_ctrl_c_stops_a_server_with_130(tmp_path: Path, command: str) -> None:
+def test_stopping_a_server(tmp_path: Path, command: str, sig: int, status: int) -> None:
     proc = _start([command], clean_environ(), tmp_path)
     try:
         _ready(proc, "REPLIMON_")
-        proc.send_signal(signal.SIGINT)
+        children = _children(proc.pid)
+        proc.send_signal(sig)
         _, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130
+    assert proc.returncode == status
     assert "Traceback" not in stderr
+    assert not [p for p in children if Path(f"/proc/{p}").exists()
+                and "Z" not in (Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[:1])]
 
 
 @pytest.mark.slow
