@@ -17,6 +17,7 @@ from replimon.core.alerts import Alert
 from replimon.core.group import GroupMonitor
 from replimon.core.limits import Limits
 from replimon.core.rules.base import Src
+from replimon.core.rules.family import family_of
 
 
 class Monitor:
@@ -40,7 +41,7 @@ class Monitor:
         name = ev["group"]
         g = self.groups.get(name)
         if g is None:
-            g = self.groups[name] = GroupMonitor(name, self.limits)
+            g = self.groups[name] = GroupMonitor(name, self.limits, family_of(ev["type"]))
         out.extend(g.on_event(ev, src))
         if name not in self._scheduled:
             when = g.next_timer()

@@ -13,19 +13,21 @@ and NODE_SILENT (docs/rules.md, "Time").
 
 An event's path: ``Admission`` puts each node's events in order (holds, duplicates, EVENTS_LOST);
 each admitted event ends a silence (``Liveness.heard``) and goes to the protocol family's rules
-(``XComRules.handlers``: one per event type). Every ``EVAL_STEP_MS`` of group clock, and at every ``on_timer``, an
+(``FamilyRules.handlers``: one per event type). Every ``EVAL_STEP_MS`` of group clock, and at every ``on_timer``, an
 evaluation gives the verdicts that needed more input and the wedges that need time to pass.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from replimon.core.alerts import Alert
-from replimon.core.codec import check_version, dump, load
+from replimon.core.codec import check_version, dump, family_of_state, load
 from replimon.core.limits import Limits
 from replimon.core.rules.admission import Admission
 from replimon.core.rules.base import Context, Handler, NodeState, Src
+from replimon.core.rules.family import XCOM, FamilyRules
 from replimon.core.rules.liveness import Liveness
 from replimon.core.rules.xcom.family import XComRules
 
@@ -33,20 +35,27 @@ from replimon.core.rules.xcom.family import XComRules
 # on_timer), so the per-event path stays cheap (docs/rules.md, "Time").
 EVAL_STEP_MS = 250
 
+# The protocol families the monitor knows, by name (``rules/family.py``).
+FAMILIES: dict[str, Callable[[Context, Liveness], FamilyRules]] = {XCOM: XComRules}
+
 
 class GroupMonitor:
     """Every rule of docs/rules.md for one group.
 
     Its parts, each given the group's ``ctx`` once: ``admission`` (each node's order),
-    ``live`` (the liveness rules every family shares), ``family`` (XCom's rules).
+    ``live`` (the liveness rules every family shares), ``family`` (the protocol family's rules,
+    ``family`` names it: ``FAMILIES``).
     """
 
     __slots__ = ("ctx", "admission", "live", "family", "next_eval")
 
-    def __init__(self, group: str, limits: Limits | None = None) -> None:
+    def __init__(self, group: str, limits: Limits | None = None, family: str = XCOM) -> None:
+        make = FAMILIES.get(family)
+        if make is None:
+            raise ValueError(f"unknown protocol family {family!r} (known: {', '.join(FAMILIES)})")
         self.ctx = Context(group, limits)
         self.live = Liveness(self.ctx)
-        self.family = XComRules(self.ctx, self.live)
+        self.family: FamilyRules = make(self.ctx, self.live)
         self.admission = Admission(self.ctx, _processor(self.ctx, self.live, self.family))
         self.next_eval = -1
 
@@ -171,13 +180,13 @@ class GroupMonitor:
     def from_state(cls, d: dict[str, Any], limits: Limits | None = None) -> GroupMonitor:
         """The monitor ``to_state`` saved (``limits``: today's thresholds, not stored)."""
         check_version(d)
-        m = cls(d["group"], limits)
+        m = cls(d["group"], limits, family_of_state(d))
         m.next_eval = load(d, m.ctx, m.live, m.family)
         m.admission.holding = {n for n, ns in m.ctx.nodes.items() if ns.held}
         return m
 
 
-def _processor(ctx: Context, live: Liveness, family: XComRules) -> Handler:
+def _processor(ctx: Context, live: Liveness, family: FamilyRules) -> Handler:
     """What admission does with each admitted event, in its node's order: note it on the node,
     end the silences it ends, hand it to the family's rules. (A closure over the parts, not a
     method of the monitor: the monitor is then freed by reference counting alone, without a

@@ -888,6 +888,48 @@ def test_near_miss_quorum_lost_is_at_risk_with_a_bare_majority() -> None:
     assert run.kinds == {"QUORUM_AT_RISK"}
 
 
+def two_crashed(silent: tuple[str, ...] = ("n2", "n3"), wait: int = 12_000) -> History:
+    """``silent`` stop publishing (crashed) while the rest heartbeat, suspecting them."""
+    h = started()
+    h.tick(1000)
+    rest = [m for m in h.members if m not in silent]
+    h.tick(wait, silent=silent, suspects={m: list(silent) for m in rest})
+    return h
+
+
+def test_quorum_lost_when_two_of_three_fall_silent() -> None:
+    # Only the survivor is left to suspect the two crashed members: one vote is no majority, so
+    # suspicions alone never said the quorum was lost; silence does.
+    h = two_crashed()
+    run = h.run()
+    alert = run.one("QUORUM_LOST")
+    check(alert, "QUORUM_LOST")
+    assert "1 of 3 members" in alert.message and "silent: n2, n3" in alert.message
+    silent = [a for a in run.alerts if a.kind == "NODE_SILENT" and a.status == "firing"]
+    assert {a.node for a in silent} == {"n2", "n3"}
+    assert alert.event_ts_ms >= max(a.detected_ts_ms for a in silent)
+    assert alert.detected_ts_ms == alert.event_ts_ms + SKEW  # the state held for the skew
+    assert {e["node"] for e in alert.evidence} == {"n1", "n2", "n3"}
+    assert run.kinds == {"NODE_SILENT", "QUORUM_LOST"}
+
+
+def test_near_miss_quorum_one_of_three_silent() -> None:
+    # One member of three silent (and suspected by one): a bare majority is live. NODE_SILENT is
+    # its alert; the quorum is at risk at most, never lost.
+    run = two_crashed(("n3",), wait=20_000).run()
+    assert "QUORUM_LOST" not in run.kinds
+    assert run.kinds <= {"NODE_SILENT", "QUORUM_AT_RISK"} and "NODE_SILENT" in run.kinds
+
+
+def test_quorum_lost_by_silence_resolves_when_they_come_back() -> None:
+    h = two_crashed()
+    h.tick(4000)
+    run = h.run()
+    lost = [a for a in run.alerts if a.kind == "QUORUM_LOST"]
+    assert [a.status for a in lost] == ["firing", "resolved"]
+    assert lost[0].alert_id == lost[1].alert_id
+
+
 def test_executor_lag() -> None:
     h = executor_lag()
     run = h.run()

@@ -7,7 +7,10 @@ Shared by every protocol family:
                 EXECUTION_REGRESSION
 * ``liveness``  NODE_SILENT, GROUP_SILENT, QUORUM_*, EXECUTOR_LAG, NO_PROGRESS
 
-Per protocol family, behind one object the group monitor drives:
+* ``family``    ``FamilyRules``, the one interface the group monitor drives a protocol family's
+                rules through, and ``family_of`` (an event type's family)
+
+Per protocol family, behind that interface:
 
 * ``xcom``      XCom's configuration map and the rules judged against it, its frontiers,
                 HORIZON_WEDGE and PENDING_CONFIG_STUCK

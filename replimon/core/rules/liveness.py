@@ -16,8 +16,9 @@ knows when a frontier moved and what "work pending" means for it.
   (``on_timer``), so it fires with no input at all; resolves when the member sends again or
   leaves the members.
 * QUORUM_AT_RISK / QUORUM_LOST: a member is live unless a majority of the members suspect it
-  (their latest heartbeats' ``suspects``); the state must hold for the skew, since one moment's
-  suspicions arrive one heartbeat at a time. AT_RISK needs >= 3 members.
+  (their latest heartbeats' ``suspects``), and for QUORUM_LOST also unless NODE_SILENT judges
+  it silent; the state must hold for the skew, since one moment's suspicions arrive one heartbeat
+  at a time. AT_RISK needs >= 3 members.
 * EXECUTOR_LAG: a member's executed frontier lags the group's decided one by more than the limit
   for ``executor_lag``.
 * NO_PROGRESS: work is pending and no frontier moved for ``no_progress``.
@@ -147,12 +148,22 @@ class Liveness:
         votes: Counter[str] = Counter()
         for m in members:
             votes.update(nodes[m].suspects)
-        live = [m for m in members if votes[m] < majority]
+        trusted = [m for m in members if votes[m] < majority]
+        # For QUORUM_LOST a member NODE_SILENT judges silent is not live either: when two of three
+        # members crash, only the survivor is left to suspect them, so a majority of suspecters
+        # never forms and suspicions alone would never say the quorum is lost. One silent member
+        # alone has its own alert (NODE_SILENT) and is not counted for AT_RISK, which would
+        # otherwise double every single publisher outage (docs/rules.md, "QUORUM_LOST").
+        open_ = ctx.open
+        silent = [m for m in trusted if "silent:" + m in open_]
+        live = [m for m in trusted if "silent:" + m not in open_] if silent else trusted
         state = "ok"
         if len(live) < majority:
             state = "QUORUM_LOST"
-        elif len(live) == majority and len(members) >= 3:
+        elif len(trusted) == majority and len(members) >= 3:
             state = "QUORUM_AT_RISK"
+        if state != "QUORUM_LOST":
+            silent, live = [], trusted
         cur, since = self.quorum
         if state != cur:
             if cur != "ok":
@@ -160,13 +171,15 @@ class Liveness:
                             f"({len(live)} of {len(members)} members live).", ctx.clock)
             self.quorum = (state, ctx.clock)
         elif state != "ok" and ctx.watermark >= since and "quorum" not in ctx.open:
-            suspected = sorted(m for m in members if m not in live)
+            suspected = sorted(m for m in members if votes[m] >= majority)
             evidence = [ctx.ref(ns.last_ev, ns.last_src) for m in members
-                        if (ns := nodes[m]).last_ev is not None and ns.suspects]
+                        if (ns := nodes[m]).last_ev is not None and (ns.suspects or m in silent)]
+            quiet = f"; silent: {', '.join(sorted(silent))}" if silent else ""
             ctx.fire(
                 "quorum", state, (state, self.episode("quorum")),
                 f"{len(live)} of {len(members)} members of the active configuration are live "
-                f"(majority {majority}); suspected by a majority: {', '.join(suspected) or 'none'}.",
+                f"(majority {majority}); suspected by a majority: {', '.join(suspected) or 'none'}"
+                f"{quiet}.",
                 since, evidence=evidence[:9])
 
     # -- frontier rules, run by the family with its frontiers ------------------------------------

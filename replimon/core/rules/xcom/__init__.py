@@ -7,4 +7,5 @@
                 PENDING_CONFIG_STUCK
 * ``decisions`` DIVERGENT_DECISION, BEYOND_HORIZON, CAN_LEAVE_UNSAFE
 * ``records``   command records and config keys the rules compare
+* ``state``     XCom's values in the saved state, as JSON values and back
 """

@@ -24,12 +24,14 @@ the alerts and their order are unchanged for the same history.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from replimon.core.configmap import Config, ConfigMap
 from replimon.core.rules.admission import execution_regression
 from replimon.core.rules.base import Context, Handler, NodeState, Src
+from replimon.core.rules.family import XCOM
 from replimon.core.rules.liveness import Liveness
+from replimon.core.rules.xcom import state
 from replimon.core.rules.xcom.config import ConfigRules
 from replimon.core.rules.xcom.decisions import DecisionRules
 
@@ -38,6 +40,9 @@ class XComRules:
     """XCom's rules of one group (docs/rules.md: the configuration map, config reports and views,
     DIVERGENT_DECISION, BEYOND_HORIZON, CAN_LEAVE_UNSAFE, CACHE_INVARIANT, HORIZON_WEDGE,
     PENDING_CONFIG_STUCK), fed admitted events in each node's order."""
+
+    name: ClassVar[str] = XCOM
+    types: ClassVar[frozenset[str]] = frozenset(("decision", "execution", "heartbeat", "config"))
 
     __slots__ = ("ctx", "live", "cmap", "config", "decisions", "decided", "decided_ts", "ahead",
                  "exec_adv_ts", "reach_ts", "member_set")
@@ -253,6 +258,51 @@ class XComRules:
         self.live.forget({m for c in self.cmap.configs for m in c.member_ids})
 
     # -- reading the state -----------------------------------------------------------------------
+    def dump(self, shared: dict[str, Any]) -> dict[str, Any]:
+        """The whole saved state: ``shared`` (the codec's keys) with XCom's, in the order every
+        earlier version wrote them (the state store keeps the JSON text as written). Containers are
+        copies."""
+        cfg, dec = self.config, self.decisions
+        return {
+            "v": shared["v"], "group": shared["group"],
+            "configs": [state.cfg_out(c) for c in self.cmap.configs],
+            "nodes": shared["nodes"], "history": shared["history"],
+            "trusted": cfg.trusted, "boot_instance": cfg.boot_instance,
+            "records": [state.rec_out(r) for r in cfg.records.values()], "cmd_floor": cfg.cmd_floor,
+            "pending_since": [[k, v] for k, v in cfg.pending_since.items()],
+            "decided": self.decided, "decided_ts": self.decided_ts, "progress_ts": shared["progress_ts"],
+            "exec_adv_ts": self.exec_adv_ts, "clock": shared["clock"], "ext": shared["ext"],
+            "quiet_end": shared["quiet_end"],
+            "singles": [[k, list(v[0]), v[1], v[2]] for k, v in dec.singles.items()],
+            "runs": [[k, v[0], v[1]] for k, v in dec.runs.items()],
+            "ahead": [[k, *v] for k, v in self.ahead.items()],
+            "special": [[k, *v] for k, v in dec.special.items()],
+            "checks": [state.check_out(c) for c in dec.checks],
+            "open": shared["open"], "fired": shared["fired"],
+            "reach_ts": self.reach_ts, "lag_since": shared["lag_since"], "quorum": shared["quorum"],
+            "next_eval": shared["next_eval"], "counts": shared["counts"],
+            "member_set": sorted(self.member_set), "episodes": shared["episodes"],
+        }
+
+
+    def load(self, d: dict[str, Any]) -> None:
+        """Restore ``dump``'s XCom keys of ``d`` into this fresh object."""
+        cfg, dec = self.config, self.decisions
+        self.cmap.configs = [Config(c[0], c[1], tuple((m, p) for m, p in c[2]), c[3]) for c in d["configs"]]
+        cfg.trusted, cfg.boot_instance = d["trusted"], d["boot_instance"]
+        cfg.records = {r["instance"]: state.rec_in(r) for r in d["records"]}
+        cfg.cmd_floor = d["cmd_floor"]
+        cfg.pending_since = {k: v for k, v in d["pending_since"]}
+        cfg.held_reports = {c for c, r in cfg.records.items() if r.held is not None}
+        self.decided, self.decided_ts, self.exec_adv_ts, self.reach_ts = (
+            d["decided"], d["decided_ts"], d["exec_adv_ts"], d["reach_ts"])
+        self.ahead = {k: (last, node, ev, src) for k, last, node, ev, src in d["ahead"]}
+        self.member_set = set(d["member_set"])
+        dec.singles = {k: (tuple(v), ev, src) for k, v, ev, src in d["singles"]}
+        dec.runs = {k: (last, kind) for k, last, kind in d["runs"]}
+        dec.special = {k: (kind, ev, src) for k, kind, ev, src in d["special"]}
+        dec.checks = [state.check_in(c) for c in d["checks"]]
+
     def snapshot(self) -> dict[str, Any]:
         """The family's part of the group's snapshot: the active and pending configurations, the
         horizon figures, and each node (docs/rules.md, "Terms used below")."""
