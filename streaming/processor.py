@@ -157,8 +157,9 @@ class MonitorLogic:
     ``snapshot_ms`` (live only; 0: every batch, as a replay always does): the cadence of a group's
     ``state`` rows. A group's first batch, and any batch that raises or resolves an alert, snapshot
     it at once; otherwise its changes are snapshotted in the first batch at or after the next
-    multiple of ``snapshot_ms`` of processing time (the bucket's timer makes sure of it when the
-    group has no more input), so the stored snapshot is at most one period behind its state and
+    multiple of ``snapshot_ms`` of processing time that brings it input, or by the bucket's timer
+    one period later when it has no more input (``arm``). So the stored snapshot of a publishing
+    group is at most about one period behind its state, of a group that stopped at most two, and
     a busy fleet's snapshots cost one period's worth, not one a batch (docs/performance.md)."""
 
     def __init__(self, limits: Limits, time_mode: str = LIVE, buckets: int = DEFAULT_BUCKETS,
@@ -277,12 +278,14 @@ class MonitorLogic:
         return out
 
     # -- timers -----------------------------------------------------------------------------------
-    @staticmethod
-    def arm(handle: Any, groups: Groups, now: int, timer: int | None) -> int | None:
+    def arm(self, handle: Any, groups: Groups, now: int, timer: int | None) -> int | None:
         """The bucket's timer after this call (``timer``: the one registered, if any), at the
         earliest of its groups' next timers. Only a missing or too late timer costs a call; an
-        early one is kept (see the module's doc)."""
-        wants = [w for kept in groups.values() for w in (kept[1], snapshot_due(kept)) if w is not None]
+        early one is kept (see the module's doc). A pending snapshot asks for the timer one period
+        after it is due: a group that keeps publishing is snapshotted by its own batches, so the
+        timer is only the backstop for one that stopped, and rarely moves for it."""
+        wants = [kept[1] for kept in groups.values() if kept[1] is not None]
+        wants += [due + self.snapshot_ms for kept in groups.values() if (due := snapshot_due(kept)) is not None]
         if not wants:
             if timer is not None:
                 handle.deleteTimer(timer)
