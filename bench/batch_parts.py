@@ -16,12 +16,13 @@ code with in-memory stand-ins for Spark's ValueState and timers, and times each 
   sink's rows built from them (no database).
 
 State calls and timer calls are counted (each is a round trip to the JVM in Spark: about a
-millisecond here, ``docs/streaming.md``), and the output rows by kind. Two variants run on the
-same batches, interleaved in every repetition: ``before`` (a snapshot of every touched group every
-batch, every group rebuilt from its state text) and ``after`` (the live job's snapshot cadence and
-monitors kept warm in the worker, ``streaming/processor.py``). The table gives, per part, the
-median over repetitions of the mean over the measured batches (work done once a period counts
-for its share of each batch), and the ratio of the totals.
+millisecond here, ``docs/streaming.md``), and the output rows by kind. Three variants run on the
+same batches, interleaved in every repetition (the order rotating): ``before`` (a snapshot of
+every touched group every batch, every group rebuilt from its state text), ``cadence`` (the live
+job's snapshot cadence, groups still rebuilt) and ``after`` (the cadence and monitors kept warm
+in the worker: the job now, ``streaming/processor.py``). The table gives, per part, the median
+over repetitions of the mean over the measured batches (work done once a period counts for its
+share of each batch), and the median ratio of the totals.
 
     .venv/bin/python bench/batch_parts.py [--groups 1000] [--rate 10000] [--batches 10] [--repeat 3] [--snapshot-ms 5000]
 """
@@ -111,7 +112,7 @@ def timed_methods(obj: Any, names: list[str], spent: Counter[str]) -> None:
         setattr(obj, name, wrap)
 
 
-VARIANTS = {"before": (0, True), "after": (None, False)}  # name: (snapshot_ms, cold)
+VARIANTS = {"before": (0, True), "cadence": (None, True), "after": (None, False)}  # name: (snapshot_ms, cold)
 
 
 def measure(args: argparse.Namespace, batches: list[list[bytes]], snapshot_ms: int, cold: bool) -> dict[str, float]:
@@ -210,8 +211,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
           file=sys.stderr)
     batches, real_rate = simulate(args.groups, args.nodes, args.rate, seconds, args.seed)
     runs: dict[str, list[dict[str, float]]] = {v: [] for v in VARIANTS}
+    names = list(VARIANTS)
     for rep in range(args.repeat):
-        for name, (snapshot_ms, cold) in VARIANTS.items():
+        # The order rotates each repetition: a variant run later in a process ran measurably
+        # slower here whatever it was, so none always goes first.
+        for name in names[rep % len(names):] + names[:rep % len(names)]:
+            snapshot_ms, cold = VARIANTS[name]
             print(f"repetition {rep + 1}/{args.repeat}: {name}", file=sys.stderr)
             runs[name].append(measure(args, batches, args.snapshot_ms if snapshot_ms is None else snapshot_ms, cold))
     medians = {name: {k: statistics.median(r.get(k, 0) for r in rs) for k in sorted({k for r in rs for k in r})}
@@ -241,12 +246,13 @@ def main(argv: list[str] | None = None) -> int:
 
         args.snapshot_ms = DEFAULT_SNAPSHOT_MS
     res = run(args)
-    before, after = res["median"]["before"], res["median"]["after"]
-    rows = [[k, f"{before.get(k, 0):,.1f}", f"{after.get(k, 0):,.1f}"] for k in sorted(set(before) | set(after))]
+    med = res["median"]
+    keys = sorted({k for v in med.values() for k in v})
+    rows = [[k, *(f"{med[v].get(k, 0):,.1f}" for v in VARIANTS)] for k in keys]
     render_tables([(f"Per one-second batch: medians over {res['repeat']} repetitions of the mean of "
                     f"{res['batches']} batches ({res['groups']} groups, {res['rate']:,} events/s, "
                     f"{res['buckets']} buckets; after: warm monitors, snapshots every {res['snapshot_ms']} ms)",
-                    ["part", "before", "after"], rows),
+                    ["part", *VARIANTS], rows),
                    ("Ratio", ["", ""], [["total before / after (median of per-repetition ratios)",
                                           f"{res['before_over_after_total']}"],
                                          ["load average at the end", " ".join(f"{x:.2f}" for x in res["load_avg"])]])])
