@@ -12,7 +12,6 @@ from typing import Any
 from replimon.core.limits import Limits
 from replimon.streaming.decode import decode
 from replimon.streaming.processor import (
-    DEFAULT_SNAPSHOT_MS,
     INPUT_COLUMNS,
     LIVE,
     REPLAY,
@@ -76,8 +75,7 @@ def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: st
     grouped = packed.select(*INPUT_COLUMNS).groupBy("bucket")
     # Live, group snapshots go out at their own cadence, not every batch (processor.py,
     # MonitorLogic); a replay snapshots every batch, as it always has.
-    snapshot_s = getattr(settings.streaming, "snapshot_interval_s", None)
-    snapshot_ms = DEFAULT_SNAPSHOT_MS if snapshot_s is None else int(snapshot_s * 1000)
+    snapshot_ms = int(settings.streaming.snapshot_interval_s * 1000)
     options = {"checkpoint_ms": int(settings.streaming.replay_checkpoint_s * 1000), "floors": floors,
                "snapshot_ms": snapshot_ms if time_mode == LIVE else 0}
     start = None if initial is None else initial.groupBy("bucket")
