@@ -14,17 +14,22 @@ from typing import Annotated, Any
 
 import typer
 
-from replimon.config import ConfigError, Settings, load_settings
+from replimon.cli_dashboards import dashboards_app
+from replimon.config import ConfigError, load_settings
 from replimon.console import (
     Terminated,
+    build_simulator,
     check_summary,
     err,
+    fail,
+    inside_run,
     on_sigterm,
     parse_time,
     print_faults,
     publish_live,
     quiet_logs,
     serve,
+    state,
     validate_summary,
 )
 
@@ -41,22 +46,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-
-
-class _State:
-    config_path: str | None = None
-
-    def settings(self, **overrides: Any) -> Settings:
-        return load_settings(self.config_path, **overrides)
-
-
-state = _State()
-
-
-def fail(message: str) -> typer.Exit:
-    """Print one line on stderr; the caller raises the returned Exit(2)."""
-    err.print(f"replimon: {message}", highlight=False, markup=False, soft_wrap=True)
-    return typer.Exit(2)
 
 
 @app.callback()
@@ -108,7 +97,7 @@ def simulate(
         raise fail(f"simulate: {exc}") from None
     if duration_ms <= 0 and not kafka:
         raise fail("simulate: --duration must be positive when writing a file")
-    _inside("simulate", injections, duration_ms, duration)
+    inside_run("simulate", injections, duration_ms, duration)
     settings = state.settings()
     options = SimOptions.from_settings(
         settings, seed=seed, groups=groups, nodes=nodes, decisions_per_s=rate,
@@ -116,10 +105,10 @@ def simulate(
     )
     code = 0
     if kafka:
-        code, summary = publish_live(settings, lambda send: _simulator(Simulator, options, injections, send))
+        code, summary = publish_live(settings, lambda send: build_simulator(Simulator, options, injections, send))
     else:
         assert out is not None
-        sim = _simulator(Simulator, options, injections, None)  # validate before touching OUT
+        sim = build_simulator(Simulator, options, injections, None)  # validate before touching OUT
         sink = JsonlSink(out)
         sim.sink = sink
         try:
@@ -133,21 +122,6 @@ def simulate(
         err.print(f"injected faults listed in {path}")
     if kafka and code:
         raise typer.Exit(code)
-
-
-def _inside(command: str, injections: Any, duration_ms: int, duration: str) -> None:
-    """An injection at or after the end of the run would never happen: say so (exit 2)."""
-    late = [i for i in injections if duration_ms > 0 and i.at_ms >= duration_ms]
-    if late:
-        raise fail(f"{command}: --inject {late[0].fault}:{late[0].group}@{late[0].at_ms / 1000:g}s is at or "
-                   f"after the end of the run (--duration {duration}): it would never be injected")
-
-
-def _simulator(cls: Any, options: Any, injections: Any, sink: Any) -> Any:
-    try:
-        return cls(options, injections, sink)
-    except ValueError as exc:
-        raise fail(f"simulate: {exc}") from None
 
 
 # ------------------------------------------------------------------------ embedded servers
@@ -200,7 +174,7 @@ def demo(
     except ValueError as exc:
         raise fail(f"demo: {exc}") from None
     if inject is not None:  # the default faults are spread over a long demo; a short one keeps the early ones
-        _inside("demo", injections, duration_ms, duration)
+        inside_run("demo", injections, duration_ms, duration)
     run_demo(state.settings(), groups=groups, nodes=nodes, duration_ms=duration_ms, injections=injections,
              plain=plain, with_job=job)
 
@@ -468,43 +442,7 @@ def validate(
     raise typer.Exit(1 if result.failed else 0)
 
 
-# ----------------------------------------------------------------------------- dashboards
-dashboards_app = typer.Typer(help="Grafana dashboards and alert rules as code (docs/dashboards.md).",
-                             no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(dashboards_app, name="dashboards")
-
-
-@dashboards_app.command("generate")
-def dashboards_generate(
-    check: Annotated[bool, typer.Option("--check", help="write nothing; exit 1 if a checked-in file differs from what the code generates")] = False,
-) -> None:
-    """Generate the dashboards' JSON and the alert rules' YAML from code, into dashboards/."""
-    from replimon.dashboards.generate import generate
-
-    changed = generate(check=check)
-    for path in changed:
-        err.print(f"{'differs' if check else 'wrote'}: {path}", highlight=False, markup=False)
-    if check and changed:
-        raise typer.Exit(1)
-
-
-@dashboards_app.command("push")
-def dashboards_push(
-    url: Annotated[str, typer.Option("--url", envvar="GRAFANA_URL", help="Grafana's base URL, e.g. http://localhost:3000 [env GRAFANA_URL]")],
-    token: Annotated[str, typer.Option("--token", envvar="GRAFANA_TOKEN", help="a service account token with the Admin role (datasources and alerting provisioning need it) [env GRAFANA_TOKEN]")],
-    postgres_url: Annotated[str | None, typer.Option("--postgres-url", help="the PostgreSQL the datasource points at, as Grafana reaches it (host:port, or a postgresql:// URL) [default: from postgres.dsn]")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="show what would change, change nothing")] = False,
-) -> None:
-    """Provision the datasource, dashboards, alert rules and contact point over Grafana's HTTP API
-    (idempotent: a second push changes nothing)."""
-    from replimon.dashboards.push import PushError, push
-
-    try:
-        report = push(url, token, state.settings(), postgres_url=postgres_url, dry_run=dry_run)
-    except PushError as exc:
-        raise fail(f"dashboards push: {exc}") from None
-    for line in report.lines():
-        print(line)
 
 
 @app.command("config")

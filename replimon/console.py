@@ -7,7 +7,10 @@ import threading
 import time
 from typing import Any
 
+import typer
 from rich.console import Console
+
+from replimon.config import Settings, load_settings
 
 err = Console(stderr=True)
 
@@ -234,3 +237,37 @@ def publish_live(settings: Any, make_sim: Any) -> tuple[int, Any]:
     if progress.finish():
         return 1, summary
     return (130 if interrupted else 0), summary
+
+
+# -- the CLI's state and its one-line failures -------------------------------------------------
+class _State:
+    """What the root command's options set for the others (the config file)."""
+
+    config_path: str | None = None
+
+    def settings(self, **overrides: Any) -> Settings:
+        return load_settings(self.config_path, **overrides)
+
+
+state = _State()
+
+
+def fail(message: str) -> typer.Exit:
+    """Print one line on stderr; the caller raises the returned Exit(2)."""
+    err.print(f"replimon: {message}", highlight=False, markup=False, soft_wrap=True)
+    return typer.Exit(2)
+
+
+def inside_run(command: str, injections: Any, duration_ms: int, duration: str) -> None:
+    """An injection at or after the end of the run would never happen: say so (exit 2)."""
+    late = [i for i in injections if duration_ms > 0 and i.at_ms >= duration_ms]
+    if late:
+        raise fail(f"{command}: --inject {late[0].fault}:{late[0].group}@{late[0].at_ms / 1000:g}s is at or "
+                   f"after the end of the run (--duration {duration}): it would never be injected")
+
+
+def build_simulator(cls: Any, options: Any, injections: Any, sink: Any) -> Any:
+    try:
+        return cls(options, injections, sink)
+    except ValueError as exc:
+        raise fail(f"simulate: {exc}") from None
