@@ -119,3 +119,28 @@ class Reference:
         top.append((ts, key))
         top.sort(reverse=True)
         self.top = top[:2]
+
+
+def screen(gm: GroupMonitor, items: list[Any], bound: int, now: int | None) -> tuple[list[Any], list[Alert]]:
+    """The job's side: ``items`` (topic, partition, offset, event) of one group in one batch, with
+    the skewed events restamped, and the CLOCK_SKEW alerts. ``now``: live, the batch's processing
+    time, the reference; None (a replay): the reference of an event is the latest time of the
+    group's other nodes, in its state and in this batch (a group's only node is trusted)."""
+    top: dict[str, int] = {n: ns.last_ts for n, ns in gm.ctx.nodes.items() if ns.last_ts >= 0}
+    if now is None:
+        for it in items:
+            node, ts = it[3]["node"], it[3]["ts_ms"]
+            if ts > top.get(node, -1):
+                top[node] = ts
+    best = sorted(((t, n) for n, t in top.items()), reverse=True)[:2]
+    kept: list[Any] = []
+    alerts: list[Alert] = []
+    for it in items:
+        e = it[3]
+        reference = now if now is not None else next((t for t, n in best if n != e["node"]), None)
+        if reference is not None and judge(e["ts_ms"], reference, bound):
+            src = {"topic": it[0], "partition": it[1], "offset": it[2]}
+            alerts += report(gm, e, src, reference, now)
+            it = (it[0], it[1], it[2], restamp(e, reference))
+        kept.append(it)
+    return kept, alerts
