@@ -124,6 +124,7 @@ class Thresholds(_Section):
     executor_lag_s: float = Field(10.0, gt=0)
     group_silent_s: float = Field(15.0, gt=0)
     skew_s: float = Field(2.0, ge=0, description="tolerated cross-node event-time disorder")
+    clock_skew_s: float = Field(300.0, gt=0, description="a node's clock further ahead than this is CLOCK_SKEW")
 
     @model_validator(mode="after")
     def _domain_ordered(self) -> Thresholds:

@@ -46,7 +46,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from replimon.core import GroupMonitor
+from replimon.core import GroupMonitor, clocks
 from replimon.core.alerts import Alert
 from replimon.core.limits import Limits
 from replimon.streaming.rows import (
@@ -250,9 +250,10 @@ class MonitorLogic:
         if floors:
             below = json.loads(floors)
             items = [i for i in items if i[2] >= below.get(i[0], {}).get(str(i[1]), 0)]
-        items.sort(key=_order)
-        out: list[Alert] = []
         live_now = now if self.time_mode == LIVE else None
+        # A clock far ahead drives no timer (docs/operations.md, "Clocks"): restamped first.
+        items, out = clocks.screen(gm, items, self.limits.clock_skew_ms, live_now)
+        items.sort(key=_order)
         on_event, clock = gm.on_event, gm.clock
         for topic, partition, offset, e in items:
             ts = e["ts_ms"]

@@ -157,3 +157,22 @@ def test_bad_threshold_in_config_exits_2_naming_the_field(tmp_path: Path, capsys
     conf.write_text("thresholds:\n  skew_s: -1\n")
     assert main(["check", "-", "--config", str(conf)]) == 2
     assert "thresholds.skew_s" in capsys.readouterr().err
+
+
+def test_one_node_ten_years_ahead_is_one_clock_skew_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/operations.md, "Clocks": no GROUP_SILENT elsewhere, no NODE_SILENT in its group, exit 0
+    (a data warning does not fail the default ``--fail-on critical``)."""
+    path = trace(tmp_path / "clean.jsonl", seconds=90, groups=3)
+    years = 10 * 365 * 86_400_000
+    lines = []
+    for raw in path.read_text().splitlines():
+        ev = json.loads(raw)
+        if (ev["group"], ev["node"]) == ("g2", "n1"):
+            ev["ts_ms"] += years
+        lines.append(json.dumps(ev))
+    skewed = tmp_path / "skewed.jsonl"
+    skewed.write_text("\n".join(lines) + "\n")
+    assert main(["check", str(skewed), "--min-severity", "warning", "--fail-on", "warning"]) == 1
+    (alert,) = alerts_of(capsys.readouterr().out)
+    assert (alert["kind"], alert["group"], alert["node"], alert["severity"]) == ("CLOCK_SKEW", "g2", "n1", "warning")
+    assert main(["check", str(skewed), "--min-severity", "warning"]) == 0

@@ -43,6 +43,8 @@ KINDS: dict[str, tuple[str, str]] = {
     "DATA_QUALITY_FAILED": (WARNING, DATA),
     "RECONFIG_REFUSED": (INFO, INFO),
     "CONFIG_INSTALLED": (INFO, INFO),
+    # A node's clock far ahead of the monitor's (replimon.core.clocks, docs/operations.md "Clocks").
+    "CLOCK_SKEW": (WARNING, DATA),
 }
 VIOLATIONS = frozenset(k for k, (_, cat) in KINDS.items() if cat == VIOLATION)
 WEDGES = frozenset(k for k, (_, cat) in KINDS.items() if cat == WEDGE)

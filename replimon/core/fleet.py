@@ -5,6 +5,15 @@ Pure, no I/O, no clock: the outside clock is the highest event time read so far.
 when the outside clock passes it (timers due before the last event's time fire; nothing is
 invented after the last event). The streaming job keeps one ``GroupMonitor`` per group in Spark's
 state instead (docs/streaming.md).
+
+Clocks (docs/operations.md, "Clocks"): one node's clock must not drive the outside clock. An event
+more than ``clock_skew_ms`` ahead of the latest trusted time of every *other* node read so far is
+held with the rest of its node's events until another node is heard: if that node's time comes
+within the bound of it, the jump is confirmed (a gap in the capture) and the held events go on as
+they are; if not, the node is skewed: CLOCK_SKEW, and its events go on stamped at the outside
+clock (``replimon.core.clocks``) until its clock comes back within the bound. The first node read
+is held the same way (there is nothing to judge it by yet). Without a skewed clock, events are fed
+in the same order at the same times as ever.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ import heapq
 from collections.abc import Iterable
 from typing import Any
 
+from replimon.core import clocks
 from replimon.core.alerts import Alert
 from replimon.core.group import GroupMonitor
 from replimon.core.limits import Limits
@@ -29,19 +39,88 @@ class Monitor:
         self.clock = -1
         self._timers: list[tuple[int, str]] = []
         self._scheduled: set[str] = set()
+        self._ref = clocks.Reference()
+        self._skewed: set[tuple[str, str]] = set()  # nodes whose clock is far ahead now
+        self._pending: list[tuple[dict[str, Any], Src]] = []  # held events of ``_suspect``
+        self._suspect: tuple[str, str] | None = None
 
     def process(self, ev: dict[str, Any], src: Src = None) -> list[Alert]:
-        """Take one event (arrival order): fire the timers it passes, then feed its group."""
+        """Take one event (arrival order): fire the timers it passes, then feed its group (an
+        event whose time is not confirmed yet is held: module doc)."""
         out: list[Alert] = []
-        ts = ev["ts_ms"]
-        if ts > self.clock:
-            self.clock = ts
-            if self._timers and self._timers[0][0] <= ts:
-                out.extend(self._fire_due())
+        key = (ev["group"], ev["node"])
+        if self._pending:
+            if key == self._suspect:
+                self._pending.append((ev, src))
+                if len(self._pending) >= clocks.PENDING_MAX:
+                    out.extend(self._decide(None))
+                return out
+            out.extend(self._decide(ev))
+        ts, bound = ev["ts_ms"], self.limits.clock_skew_ms
+        reference = self._ref.others(key)
+        if key in self._skewed:
+            if clocks.judge(ts, reference, bound):
+                out.extend(self._feed_skewed(ev, src, self.clock))
+                return out
+            self._skewed.discard(key)  # back within the bound
+        elif (reference is None and key not in self._ref.latest) or clocks.judge(ts, reference, bound):
+            self._suspect, self._pending = key, [(ev, src)]
+            return out
+        out.extend(self._feed(ev, src))
+        return out
+
+    def _decide(self, other: dict[str, Any] | None) -> list[Alert]:
+        """The held events' node is confirmed or skewed, by ``other`` (another node's event) or,
+        with None, by what is known (no other node at all: nothing to judge by, trusted)."""
+        held, key = self._pending, self._suspect
+        self._pending, self._suspect = [], None
+        assert key is not None
+        top = max(e["ts_ms"] for e, _ in held)
+        bound = self.limits.clock_skew_ms
+        if other is not None:
+            skewed = top - other["ts_ms"] > bound
+            reference = max(self.clock, other["ts_ms"])
+        else:
+            skewed = self._ref.others(key) is not None
+            reference = self.clock
+        out: list[Alert] = []
+        if skewed:
+            self._skewed.add(key)
+        for e, s in held:
+            if skewed and clocks.judge(e["ts_ms"], reference, bound):
+                out.extend(self._feed_skewed(e, s, reference))
+            else:
+                out.extend(self._feed(e, s))
+        return out
+
+    def _feed_skewed(self, ev: dict[str, Any], src: Src, reference: int) -> list[Alert]:
+        g = self._group(ev)
+        return clocks.report(g, ev, src, reference) + self._feed(clocks.restamp(ev, reference), src, trusted=False)
+
+    def _group(self, ev: dict[str, Any]) -> GroupMonitor:
         name = ev["group"]
         g = self.groups.get(name)
         if g is None:
             g = self.groups[name] = GroupMonitor(name, self.limits, family_of(ev["type"]))
+        return g
+
+    def _feed(self, ev: dict[str, Any], src: Src, trusted: bool = True) -> list[Alert]:
+        out: list[Alert] = []
+        ts = key_ts = ev["ts_ms"]
+        if trusted:
+            key = (ev["group"], ev["node"])
+            # Within the bound too, one node leads the outside clock by at most the skew: its
+            # time is only the outside clock's once another node's comes near it.
+            others = self._ref.others(key)
+            if others is not None:
+                key_ts = min(ts, others + self.limits.skew_ms)
+            self._ref.note(key, ts)
+        if key_ts > self.clock:
+            self.clock = key_ts
+            if self._timers and self._timers[0][0] <= key_ts:
+                out.extend(self._fire_due())
+        name = ev["group"]
+        g = self._group(ev)
         out.extend(g.on_event(ev, src))
         if name not in self._scheduled:
             when = g.next_timer()
@@ -74,7 +153,7 @@ class Monitor:
 
     def finish(self) -> list[Alert]:
         """End of input: complete what was held back (no time passes)."""
-        out: list[Alert] = []
+        out: list[Alert] = self._decide(None) if self._pending else []
         for g in self.groups.values():
             out.extend(g.flush())
         return out

@@ -21,6 +21,7 @@ class Limits:
     executor_lag_ms: int = 10_000
     group_silent_ms: int = 15_000
     skew_ms: int = 2_000  # cross-node event-time disorder tolerated without false alerts
+    clock_skew_ms: int = 300_000  # a clock further ahead than this is CLOCK_SKEW (core/clocks.py)
 
     @classmethod
     def from_settings(cls, settings: Any) -> Limits:
@@ -41,4 +42,5 @@ class Limits:
             executor_lag_ms=ms(th.executor_lag_s),
             group_silent_ms=ms(th.group_silent_s),
             skew_ms=ms(th.skew_s),
+            clock_skew_ms=ms(th.clock_skew_s),
         )

@@ -340,3 +340,35 @@ def test_a_retried_batch_gives_the_same_rows_with_warm_monitors() -> None:
             states[bucket].value = before
             again = logic.on_rows(handles[bucket], states[bucket], got, now)
             assert again == first and states[bucket].value == after
+
+
+@pytest.mark.parametrize("mode", [LIVE, "EventTime"])
+def test_one_node_ten_years_ahead_live_and_replayed_is_one_clock_skew(mode: str) -> None:
+    """docs/operations.md, "Clocks": live the reference is the batch's processing time, replayed
+    the group's other nodes; either way one CLOCK_SKEW, no alert dated in the future, and the
+    other groups' alerts are the clean run's."""
+    from replimon.streaming.processor import MonitorLogic
+
+    years = 10 * 365 * 86_400_000
+    events = simulate(40, groups=3)
+    start, end = min(e["ts_ms"] for e in events), max(e["ts_ms"] for e in events)
+    bad = [{**e, "ts_ms": e["ts_ms"] + years} if (e["group"], e["node"]) == ("g2", "n1") else e for e in events]
+
+    def run(evs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        batches = [(start + (b + 1) * 1000, [e for e in events_in(evs, b)]) for b in range(45)]
+        rows = spark_order(MonitorLogic(Limits(), mode, 7), batches, clock_rows=mode == LIVE)
+        return [json.loads(r[5]) for r in rows if r[0] == "alert"]
+
+    def events_in(evs: list[dict[str, Any]], b: int) -> list[dict[str, Any]]:
+        # a batch holds what was published in its second (the bad node's by its true time)
+        return [e for e in evs if start + b * 1000 <= (e["ts_ms"] - years if e["ts_ms"] > end else e["ts_ms"]) < start + (b + 1) * 1000]
+
+    def kinds(alerts: list[dict[str, Any]]) -> dict[tuple[str, str, str], int]:
+        from collections import Counter
+        return dict(Counter((a["group"], a["kind"], a["status"]) for a in alerts if a["severity"] != "info"))
+
+    clean, skewed = run(events), run(bad)
+    want = kinds(clean)
+    want[("g2", "CLOCK_SKEW", "firing")] = 1
+    assert kinds(skewed) == want
+    assert max(a["event_ts_ms"] for a in skewed) < end + 60_000
