@@ -28,6 +28,7 @@ from replimon.core.limits import Limits
 from replimon.core.rules.admission import Admission
 from replimon.core.rules.base import Context, Handler, NodeState, Src
 from replimon.core.rules.family import XCOM, FamilyRules
+from replimon.core.rules.gen.family import GEN, GenRules
 from replimon.core.rules.liveness import Liveness
 from replimon.core.rules.xcom.family import XComRules
 
@@ -36,7 +37,7 @@ from replimon.core.rules.xcom.family import XComRules
 EVAL_STEP_MS = 250
 
 # The protocol families the monitor knows, by name (``rules/family.py``).
-FAMILIES: dict[str, Callable[[Context, Liveness], FamilyRules]] = {XCOM: XComRules}
+FAMILIES: dict[str, Callable[[Context, Liveness], FamilyRules]] = {XCOM: XComRules, GEN: GenRules}
 
 
 class GroupMonitor:
