@@ -108,6 +108,7 @@ class PublisherStats:
     in_flight: int
     rejected: int
     blocked_s: float
+    renewed: int = 0  # producers replaced after a fatal error (fenced, broker restarted empty)
 
 
 def wall_clock_ms() -> int:
@@ -150,6 +151,10 @@ class Publisher:
         self._unflushed_failed = 0
         self._first_unflushed: DeliveryReport | None = None
         self._closed = False
+        self._renewed = 0
+        self._fatal: str | None = None  # set by error_cb; the next send replaces the producer
+        self._broker_down = False
+        self._renewed_at = time.monotonic()
         config: dict[str, Any] = {
             "bootstrap.servers": bootstrap_servers,
             "client.id": client_id,
@@ -163,10 +168,14 @@ class Publisher:
             "queue.buffering.max.messages": producer_settings.max_buffered_messages,
             "on_delivery": self._on_delivery,
             "error_cb": self._on_error,
-            # librdkafka logs to stderr unless given a Python logger (served by poll()).
+            # librdkafka logs to stderr unless given a Python logger (served by poll()). Only its
+            # critical lines: a broker that is down would log a FAIL line per connection attempt
+            # (thousands a minute); error_cb says it once here ("all brokers down", "back").
             "logger": _rdkafka_log,
+            "log_level": 2,
         }
         config.update(extra_config or {})
+        self._config = config
         self._producer = _KafkaProducer(config)
 
     @classmethod
@@ -202,15 +211,29 @@ class Publisher:
         ``timestamp``: the record's CreateTime in epoch ms (default: now)."""
         if self._closed:
             raise RuntimeError("publisher is closed")
+        if self._fatal is not None:
+            self._renew()
+        try:
+            self._produce(topic, key, value, timestamp)
+        except KafkaException as exc:
+            if not _is_fatal(exc):
+                raise self._refused(exc) from exc
+            # The producer died between its error callback and this call: a new one takes it.
+            self._fatal = self._fatal or _describe(exc)
+            self._renew()
+            try:
+                self._produce(topic, key, value, timestamp)
+            except KafkaException as again:
+                raise self._refused(again) from again
+        with self._lock:
+            self._sent += 1
+        self._producer.poll(0)
+
+    def _produce(self, topic: str, key: bytes | None, value: bytes, timestamp: int | None) -> None:
         try:
             self._producer.produce(topic, value, key, timestamp=timestamp or 0)
         except BufferError:
             self._produce_blocking(topic, key, value, timestamp)
-        except KafkaException as exc:
-            raise self._refused(exc) from exc
-        with self._lock:
-            self._sent += 1
-        self._producer.poll(0)
 
     def _produce_blocking(self, topic: str, key: bytes | None, value: bytes, timestamp: int | None = None) -> None:
         """Back-pressure: serve delivery reports until the queue has room or time runs out."""
@@ -239,6 +262,34 @@ class Publisher:
             with self._lock:
                 self._blocked_s += time.monotonic() - start
 
+    def _renew(self) -> None:
+        """Replace a producer that hit a fatal error (fenced by the broker, or its idempotence
+        state lost when the broker restarted empty: every later produce() would fail). The old
+        producer's queued messages are purged, so each is reported (and counted) as failed: none
+        is lost silently; messages the broker acknowledged stay acknowledged."""
+        reason, self._fatal = self._fatal, None
+        if reason == _TIMED_OUT:
+            if not _reachable(self.bootstrap_servers):
+                # The broker is down, not confused: the queued messages may still make it.
+                self._renewed_at = time.monotonic()
+                return
+            reason = "messages timed out while the broker accepts connections"
+        old = self._producer
+        with self._lock:
+            before = self._failed
+        try:
+            old.purge()
+            old.flush(1.0)
+        except KafkaException:  # pragma: no cover - a dead producer may refuse even this
+            pass
+        self._producer = _KafkaProducer(self._config)
+        self._renewed_at = time.monotonic()
+        with self._lock:
+            self._renewed += 1
+            lost = self._failed - before
+        log.warning("Kafka producer replaced after %s; %d message(s) still queued in the old one failed",
+                    reason, lost)
+
     def _refused(self, exc: KafkaException) -> PublishError:
         # e.g. MSG_SIZE_TOO_LARGE, or _FATAL after a fatal idempotence error: never queued.
         with self._lock:
@@ -255,12 +306,22 @@ class Publisher:
             key=msg.key(),
             error=None if err is None else f"{err.name()}: {err.str()}",
         )
+        if err is None and self._broker_down:
+            self._broker_down = False
+            log.warning("Kafka: the broker at %s answers again", self.bootstrap_servers)
         with self._lock:
             if err is None:
                 self._delivered += 1
             else:
                 self._failed += 1
                 self._failures.append(report)
+                if (err.code() == KafkaError._MSG_TIMED_OUT and self._fatal is None
+                        and time.monotonic() - self._renewed_at > self.producer_settings.delivery_timeout_ms / 1000):
+                    # A broker that restarted empty hands out the same producer id again and
+                    # drops the connection on the old sequence numbers instead of answering
+                    # (Tansu does): no fatal error ever comes, every message times out. A new
+                    # producer starts its sequences afresh. At most once per delivery timeout.
+                    self._fatal = _TIMED_OUT
                 self._unflushed_failed += 1
                 if self._first_unflushed is None:
                     self._first_unflushed = report
@@ -276,7 +337,12 @@ class Publisher:
         # Transport errors are transient (librdkafka retries until delivery.timeout.ms and its
         # logger already reported them); a fatal error makes every later produce() fail.
         if err.fatal():
-            log.error("fatal Kafka producer error: %s: %s", err.name(), err.str())
+            # Not here: this runs inside the producer's poll(). The next send replaces it.
+            self._fatal = f"{err.name()}: {err.str()}"
+        elif err.code() == KafkaError._ALL_BROKERS_DOWN and not self._broker_down:
+            self._broker_down = True
+            log.warning("Kafka: no broker of %s answers; messages wait in the local queue (up to "
+                        "%d ms each)", self.bootstrap_servers, self.producer_settings.delivery_timeout_ms)
         else:
             log.debug("Kafka producer error: %s: %s", err.name(), err.str())
 
@@ -295,6 +361,7 @@ class Publisher:
                 in_flight=self._sent - self._delivered - self._failed,
                 rejected=self._rejected,
                 blocked_s=self._blocked_s,
+                renewed=self._renewed,
             )
 
     def failures(self) -> list[DeliveryReport]:
@@ -361,6 +428,28 @@ class Publisher:
 
 def _opt(value: int | None) -> int | None:
     return value if value is not None and value >= 0 else None
+
+
+_TIMED_OUT = "timed out"
+
+
+def _reachable(bootstrap: str, timeout_s: float = 1.0) -> bool:
+    """Whether any bootstrap server accepts a TCP connection now."""
+    import socket
+
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]") or "localhost", int(port)), timeout=timeout_s):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def _is_fatal(exc: KafkaException) -> bool:
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and (err.fatal() or err.code() == KafkaError._FATAL)
 
 
 def _describe(exc: KafkaException) -> str:

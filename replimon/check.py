@@ -19,7 +19,7 @@ from replimon.core.alerts import CRITICAL, FIRING, INFO, VIOLATION, WARNING, Ale
 from replimon.core.limits import Limits
 
 SEVERITY_RANK = {INFO: 0, WARNING: 1, CRITICAL: 2}
-FAIL_ON = ("violation", "critical", "warning", "never")
+FAIL_ON = ("critical", "violation", "warning", "never")  # the first is the default
 
 
 @dataclass
@@ -46,9 +46,10 @@ class CheckResult:
         """(kind, severity, category) -> number of firing alerts."""
         return Counter((a.kind, a.severity, a.category) for a in self.alerts if a.status == FIRING)
 
-    def failed(self, fail_on: str = "violation") -> bool:
-        """The exit-1 condition: ``violation`` = a critical violation fired (default);
-        ``critical`` = any critical alert; ``warning`` = any warning or critical; ``never``."""
+    def failed(self, fail_on: str = "critical") -> bool:
+        """The exit-1 condition: ``critical`` = any critical alert fired, a violation or a wedge
+        (default: a CI job must not pass a group that stopped making progress); ``violation`` = a
+        critical violation; ``warning`` = any warning or critical; ``never``."""
         firing = [a for a in self.alerts if a.status == FIRING]
         if fail_on == "violation":
             return any(a.category == VIOLATION and a.severity == CRITICAL for a in firing)

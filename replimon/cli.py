@@ -14,8 +14,24 @@ from typing import Annotated, Any
 
 import typer
 
-from replimon.config import ConfigError, Settings, load_settings
-from replimon.console import check_summary, err, parse_time, print_faults, validate_summary
+from replimon.cli_dashboards import dashboards_app
+from replimon.config import ConfigError, load_settings
+from replimon.console import (
+    Terminated,
+    build_simulator,
+    check_summary,
+    err,
+    fail,
+    inside_run,
+    on_sigterm,
+    parse_time,
+    print_faults,
+    publish_live,
+    quiet_logs,
+    serve,
+    state,
+    validate_summary,
+)
 
 try:  # typer >= 0.20 vendors click; its exceptions live there
     from typer._click import exceptions as click_exc
@@ -30,22 +46,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-
-
-class _State:
-    config_path: str | None = None
-
-    def settings(self, **overrides: Any) -> Settings:
-        return load_settings(self.config_path, **overrides)
-
-
-state = _State()
-
-
-def fail(message: str) -> typer.Exit:
-    """Print one line on stderr; the caller raises the returned Exit(2)."""
-    err.print(f"replimon: {message}", highlight=False, markup=False, soft_wrap=True)
-    return typer.Exit(2)
 
 
 @app.callback()
@@ -97,26 +97,18 @@ def simulate(
         raise fail(f"simulate: {exc}") from None
     if duration_ms <= 0 and not kafka:
         raise fail("simulate: --duration must be positive when writing a file")
+    inside_run("simulate", injections, duration_ms, duration)
     settings = state.settings()
     options = SimOptions.from_settings(
         settings, seed=seed, groups=groups, nodes=nodes, decisions_per_s=rate,
         duration_ms=duration_ms, start_ms=start_ms,
     )
+    code = 0
     if kafka:
-        from replimon.producers.publisher import Publisher
-
-        with Publisher.from_settings(settings) as publisher:
-            sim = _simulator(Simulator, options, injections, publisher.send)
-            try:
-                summary = sim.run(realtime=True)
-            except KeyboardInterrupt:
-                summary = sim.summary()
-            publisher.flush()
-            stats = publisher.stats()
-        err.print(f"published {stats.delivered} events to {settings.kafka.bootstrap_servers} ({stats.failed} failed)")
+        code, summary = publish_live(settings, lambda send: build_simulator(Simulator, options, injections, send))
     else:
         assert out is not None
-        sim = _simulator(Simulator, options, injections, None)  # validate before touching OUT
+        sim = build_simulator(Simulator, options, injections, None)  # validate before touching OUT
         sink = JsonlSink(out)
         sim.sink = sink
         try:
@@ -128,13 +120,8 @@ def simulate(
     if path and summary.faults:
         Path(path).write_text(json.dumps(summary.faults, indent=2) + "\n", encoding="utf-8")
         err.print(f"injected faults listed in {path}")
-
-
-def _simulator(cls: Any, options: Any, injections: Any, sink: Any) -> Any:
-    try:
-        return cls(options, injections, sink)
-    except ValueError as exc:
-        raise fail(f"simulate: {exc}") from None
+    if kafka and code:
+        raise typer.Exit(code)
 
 
 # ------------------------------------------------------------------------ embedded servers
@@ -146,30 +133,26 @@ def broker(
     from replimon.embedded import EmbeddedBroker
 
     settings = state.settings()
+    on_sigterm()
     with EmbeddedBroker() as b:
         b.create_topics(list(settings.kafka.topics.all), partitions or settings.kafka.partitions)
         print(f"REPLIMON_KAFKA__BOOTSTRAP_SERVERS={b.bootstrap_servers}", flush=True)
         err.print("broker ready; Ctrl-C stops it")
-        _wait_forever()
+        code = serve(b, "broker", "the broker")
+    raise typer.Exit(code)
 
 
 @app.command()
 def db() -> None:
-    """Run the embedded PostgreSQL until Ctrl-C."""
+    """Run the embedded PostgreSQL until Ctrl-C (exit 1 if the server dies on its own)."""
     from replimon.embedded import EmbeddedPostgres
 
+    on_sigterm()
     with EmbeddedPostgres() as pg:
         print(f"REPLIMON_POSTGRES__DSN={pg.dsn}", flush=True)
         err.print("PostgreSQL ready; Ctrl-C stops it")
-        _wait_forever()
-
-
-def _wait_forever() -> None:
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        err.print("stopping")
+        code = serve(pg, "db", f"PostgreSQL (log: {pg.log_path})")
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -190,6 +173,8 @@ def demo(
         injections = [parse_injection(t) for t in (inject if inject is not None else DEFAULT_FAULTS)]
     except ValueError as exc:
         raise fail(f"demo: {exc}") from None
+    if inject is not None:  # the default faults are spread over a long demo; a short one keeps the early ones
+        inside_run("demo", injections, duration_ms, duration)
     run_demo(state.settings(), groups=groups, nodes=nodes, duration_ms=duration_ms, injections=injections,
              plain=plain, with_job=job)
 
@@ -224,17 +209,33 @@ def run_job(
     starting: Annotated[str, typer.Option(help="startingOffsets for a new checkpoint: earliest, latest or Spark's JSON")] = "earliest",
     checkpoint: Annotated[str | None, typer.Option(help="checkpoint directory [default paths.checkpoint_dir/RUN_ID]")] = None,
     api: Annotated[str, typer.Option(help="transformWithState API: pandas (default, measured faster) or row")] = "pandas",
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="also log what Py4J, Great Expectations and other libraries say")] = False,
 ) -> None:
-    """Run the Spark monitoring job against kafka.bootstrap_servers and postgres.dsn (Ctrl-C stops)."""
-    import logging
+    """Run the Spark monitoring job against kafka.bootstrap_servers and postgres.dsn.
+
+    Ctrl-C (or SIGTERM) lets the running micro-batch finish and stops: exit 130 after Ctrl-C, 0
+    after SIGTERM or when a --replay consumed its input; 1 when a server is unreachable at start
+    or the query failed; 2 for a wrong flag or config value (docs/operations.md)."""
+    from replimon.preflight import Unavailable, check_kafka, check_postgres
 
     if api not in ("row", "pandas"):
         raise fail(f"run: --api must be row or pandas (got {api!r})")
     settings = state.settings()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        check_postgres(settings.postgres.dsn)
+        check_kafka(settings.kafka.bootstrap_servers, settings.kafka.topics.inputs)
+    except Unavailable as exc:
+        err.print(f"replimon: run: {exc}", highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(exc.exit_code) from None
+    quiet_logs(verbose)
     from replimon.streaming.runner import run
 
-    raise typer.Exit(run(settings, run_id=run_id, replay=replay, api=api, starting=starting, checkpoint=checkpoint))
+    try:
+        code = run(settings, run_id=run_id, replay=replay, api=api, starting=starting, checkpoint=checkpoint)
+    except RuntimeError as exc:
+        err.print(f"replimon: run: {exc}", highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    raise typer.Exit(code)
 
 
 # --------------------------------------------------------------------------------- replay
@@ -346,14 +347,15 @@ def diff(
 def check(
     files: Annotated[list[str], typer.Argument(help="JSONL files of contract-v1 events, read in order; - reads stdin", show_default=False)],
     config: Annotated[str | None, typer.Option("--config", "-c", help="YAML config file (thresholds); overrides the global --config")] = None,
-    fail_on: Annotated[str, typer.Option(help="exit 1 when this fired: violation (a critical violation), critical, warning, never")] = "violation",
+    fail_on: Annotated[str, typer.Option(help="exit 1 when this fired: critical (any critical alert, a violation or a wedge), violation (a critical violation only), warning, never")] = "critical",
     min_severity: Annotated[str, typer.Option(help="print alerts of at least this severity: info, warning, critical")] = "info",
     sort_by_time: Annotated[bool, typer.Option("--sort-by-time", help="order events by ts_ms first (for captures of the four topics in separate files)")] = False,
 ) -> None:
     """Run the monitor's rules over captured events; one JSON alert per line on stdout.
 
     Exit status: 0 when nothing in --fail-on fired, 1 when it did, 2 on a usage or unreadable-input
-    error. Bad lines are reported with their line numbers on stderr and never stop the run.
+    error or when the input held no valid event at all (nothing was checked). Bad lines are
+    reported with their line numbers on stderr and never stop the run.
     """
     from replimon.check import FAIL_ON, SEVERITY_RANK, read_lines
     from replimon.check import check as run_check
@@ -396,6 +398,10 @@ def check(
             if name != "<stdin>":
                 stream.close()
     out.flush()
+    if result.events == 0:
+        # Nothing was checked: "ok" would pass a CI job on an empty or unreadable capture.
+        first = f"; first: {result.bad[0].source}:{result.bad[0].line}: {result.bad[0].reason}" if result.bad else ""
+        raise fail(f"check: no valid event in the input ({len(result.bad)} bad line(s){first})")
     failed = result.failed(fail_on)
     check_summary(result, time.perf_counter() - started, failed, fail_on)
     raise typer.Exit(1 if failed else 0)
@@ -436,43 +442,7 @@ def validate(
     raise typer.Exit(1 if result.failed else 0)
 
 
-# ----------------------------------------------------------------------------- dashboards
-dashboards_app = typer.Typer(help="Grafana dashboards and alert rules as code (docs/dashboards.md).",
-                             no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(dashboards_app, name="dashboards")
-
-
-@dashboards_app.command("generate")
-def dashboards_generate(
-    check: Annotated[bool, typer.Option("--check", help="write nothing; exit 1 if a checked-in file differs from what the code generates")] = False,
-) -> None:
-    """Generate the dashboards' JSON and the alert rules' YAML from code, into dashboards/."""
-    from replimon.dashboards.generate import generate
-
-    changed = generate(check=check)
-    for path in changed:
-        err.print(f"{'differs' if check else 'wrote'}: {path}", highlight=False, markup=False)
-    if check and changed:
-        raise typer.Exit(1)
-
-
-@dashboards_app.command("push")
-def dashboards_push(
-    url: Annotated[str, typer.Option("--url", envvar="GRAFANA_URL", help="Grafana's base URL, e.g. http://localhost:3000 [env GRAFANA_URL]")],
-    token: Annotated[str, typer.Option("--token", envvar="GRAFANA_TOKEN", help="a service account token with the Admin role (datasources and alerting provisioning need it) [env GRAFANA_TOKEN]")],
-    postgres_url: Annotated[str | None, typer.Option("--postgres-url", help="the PostgreSQL the datasource points at, as Grafana reaches it (host:port, or a postgresql:// URL) [default: from postgres.dsn]")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="show what would change, change nothing")] = False,
-) -> None:
-    """Provision the datasource, dashboards, alert rules and contact point over Grafana's HTTP API
-    (idempotent: a second push changes nothing)."""
-    from replimon.dashboards.push import PushError, push
-
-    try:
-        report = push(url, token, state.settings(), postgres_url=postgres_url, dry_run=dry_run)
-    except PushError as exc:
-        raise fail(f"dashboards push: {exc}") from None
-    for line in report.lines():
-        print(line)
 
 
 @app.command("config")
@@ -493,8 +463,8 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{exc.ctx.command_path}: " if exc.ctx and exc.ctx.command_path != "replimon" else ""
         err.print(f"replimon: {where.removeprefix('replimon ')}{exc.format_message()}", highlight=False, markup=False, soft_wrap=True)
         return 2
-    except typer.Abort:
-        err.print("aborted")
+    except typer.Abort:  # click's form of Ctrl-C
+        err.print("replimon: interrupted", highlight=False, markup=False)
         return 130
     except typer.Exit as exc:
         return int(exc.exit_code)
@@ -505,7 +475,18 @@ def main(argv: list[str] | None = None) -> int:
         err.print(str(exc), highlight=False, markup=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
+        err.print("replimon: interrupted", highlight=False, markup=False)
         return 130
+    except Terminated:  # SIGTERM while a server was starting (on_sigterm): stopped cleanly
+        return 0
+    except Exception as exc:
+        from replimon.preflight import server_error
+
+        line = server_error(exc)
+        if line is None:
+            raise
+        err.print(f"replimon: {line}", highlight=False, markup=False, soft_wrap=True)
+        return 1
     return result if isinstance(result, int) else 0
 
 

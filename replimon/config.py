@@ -15,6 +15,7 @@ problem; the CLI prints it and exits with status 2 (no traceback).
 
 from __future__ import annotations
 
+import json
 import os
 from contextvars import ContextVar
 from pathlib import Path
@@ -27,9 +28,15 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
+from pydantic_settings.exceptions import SettingsError
 
 DEFAULT_CONFIG_FILE = Path("conf/replimon.yaml")
 ENV_CONFIG_FILE = "REPLIMON_CONFIG"
+ENV_PREFIX = "REPLIMON_"
+# Variables with the prefix that are not settings: the config file's path, the test suite's golden
+# switch and the embedded PostgreSQL's user and binaries (replimon/embedded/postgres.py).
+_ENV_NOT_SETTINGS = frozenset({ENV_CONFIG_FILE, "REPLIMON_GENERATE_GOLDEN_FILES", "REPLIMON_PG_USER",
+                               "REPLIMON_PG_BINDIR"})
 
 
 class ConfigError(ValueError):
@@ -143,6 +150,7 @@ class Streaming(_Section):
     source_partitions: int = Field(0, ge=0, le=10_000, description="Spark tasks that read a micro-batch from Kafka (0: Spark's default parallelism)")
     state_buckets: int = Field(64, ge=1, le=1_000_000, description="groups share this many state keys (pinned in a checkpoint)")
     replay_checkpoint_s: float = Field(60.0, ge=0, description="each group's whole state goes to monitor.state as a checkpoint record when its event time crosses a multiple of this (replays start from them; 0: never)")
+    snapshot_interval_s: float = Field(5.0, ge=0, description="live: a group's snapshot (group and node state, time-series points, monitor.state) at most this often, plus its first batch and any batch with its alerts; 0: every batch; replays: every batch")
     spark_conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings, e.g. spark.jars.packages for the built-in kafka source (docker-compose)")
 
 
@@ -269,13 +277,66 @@ def config_path(explicit: str | Path | None = None) -> Path | None:
     return DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.is_file() else None
 
 
+def _check_env_names() -> None:
+    """An environment variable with the prefix must name a section (``REPLIMON_<SECTION>__...``):
+    pydantic-settings ignores the others, so a typo (``REPLIMON_KAFKAA__X``,
+    ``REPLIMON_KAFKA_BOOTSTRAP_SERVERS`` with one underscore) would silently change nothing.
+    Unknown fields inside a known section are pydantic's to report (``extra="forbid"``)."""
+    sections = set(Settings.model_fields)
+    for name in sorted(os.environ):
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in _ENV_NOT_SETTINGS:
+            continue
+        section = upper.removeprefix(ENV_PREFIX).split("__", 1)[0].lower()
+        if section not in sections:
+            raise ConfigError(f"config error in environment ({upper}): unknown setting; variables are "
+                              f"REPLIMON_<SECTION>__<FIELD> with SECTION one of {', '.join(sorted(sections))}")
+
+
+def _structured(path: list[str]) -> bool:
+    """Whether the setting at ``path`` (section, field, ...) is a map or a section: set from one
+    environment variable, it must be a JSON object."""
+    model: Any = Settings
+    for part in path:
+        fields = getattr(model, "model_fields", None)
+        if not isinstance(fields, dict) or part not in fields:
+            return False
+        model = fields[part].annotation
+    return isinstance(model, type) and issubclass(model, BaseModel) or getattr(model, "__origin__", None) is dict
+
+
+def _env_parse_error(exc: SettingsError) -> ConfigError:
+    """pydantic-settings could not parse a variable of a structured setting (a map such as
+    ``streaming.spark_conf``, or a whole section) as JSON; its own message names only the section
+    and comes with a long chain, so name the variable here."""
+    for name in sorted(os.environ):
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in _ENV_NOT_SETTINGS:
+            continue
+        path = upper.removeprefix(ENV_PREFIX).lower().split("__")
+        if not _structured(path):
+            continue
+        try:
+            ok = isinstance(json.loads(os.environ[name]), dict)
+        except ValueError:
+            ok = False
+        if not ok:
+            return ConfigError(f"config error in environment ({upper}): {'.'.join(path)}: not a JSON "
+                               "object (a map or a section set from one variable is JSON, e.g. "
+                               "'{\"spark.ui.enabled\": \"false\"}'; or set one field with __FIELD)")
+    return ConfigError(f"config error in environment: {str(exc).splitlines()[0]}")
+
+
 def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     """Load the settings; raise :class:`ConfigError` (one line) on any wrong value."""
+    _check_env_names()
     file = config_path(path)
     token = _yaml_values.set(_read_yaml(file) if file is not None else {})
     origin = str(file) if file is not None else "environment"
     try:
         return Settings(**overrides)
+    except SettingsError as exc:
+        raise _env_parse_error(exc) from None
     except ValidationError as exc:
         # Name the environment variable when that is where the value came from.
         loc = exc.errors()[0]["loc"]

@@ -3,9 +3,14 @@ otherwise), and the time flags it reads. ``cli.py`` is the commands; this is the
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
+import typer
 from rich.console import Console
+
+from replimon.config import Settings, load_settings
 
 err = Console(stderr=True)
 
@@ -95,3 +100,174 @@ def validate_summary(result: Any) -> None:
     out.print(f"result: {verdict(result)}", highlight=False, markup=False)
     if result.docs is not None:
         out.print(f"data docs: {result.docs}", highlight=False, markup=False, soft_wrap=True)
+
+
+# Libraries that log at INFO on every micro-batch (Py4J's callback server, Great Expectations'
+# registrations) or on every lost connection: off unless --verbose (docs/operations.md, "Logs").
+CHATTY_LOGGERS = ("py4j", "great_expectations", "urllib3", "asyncio")
+
+
+def quiet_logs(verbose: bool) -> None:
+    """One log line per event that matters: replimon's loggers at INFO, the libraries' at WARNING
+    (everything at INFO with ``verbose``)."""
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.CRITICAL)
+
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived (``on_sigterm``): unwinds like Ctrl-C, so ``with`` blocks stop servers."""
+
+
+def on_sigterm() -> None:
+    """From now on SIGTERM raises `Terminated` in the main thread (``replimon db``/``broker``:
+    the way a service manager stops them is a clean stop, exit 0)."""
+    import signal
+
+    def raise_terminated(*_: Any) -> None:
+        raise Terminated
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, raise_terminated)
+
+
+def serve(server: Any, command: str, what: str, poll_s: float = 0.5) -> int:
+    """Wait for Ctrl-C (130), SIGTERM (0; see `on_sigterm`) or for the server to die on its own
+    (one line, 1). The caller's ``with`` block then stops the server."""
+    try:
+        while (status := server.exit_status()) is None:
+            time.sleep(poll_s)
+    except KeyboardInterrupt:
+        err.print("stopping")
+        return 130
+    except Terminated:
+        err.print("stopping")
+        return 0
+    err.print(f"replimon: {command}: {what} exited on its own with status {status}; stopping",
+              highlight=False, markup=False, soft_wrap=True)
+    return 1
+
+
+class PublishProgress:
+    """What ``simulate --kafka`` shows while it publishes: events sent, delivered and failed,
+    a line every ``every_s`` seconds; the first failure of each kind at once; the total at the
+    end. Failures are counted as the delivery reports come (``delivered`` is the publisher's
+    ``on_delivery`` callback)."""
+
+    def __init__(self, bootstrap: str, every_s: float = 5.0) -> None:
+        self.bootstrap = bootstrap
+        self.every_s = every_s
+        self.publisher: Any = None
+        self._kinds: set[str] = set()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started = time.monotonic()
+
+    def start(self, publisher: Any) -> None:
+        self.publisher = publisher
+        self._thread = threading.Thread(target=self._loop, name="publish-progress", daemon=True)
+        self._thread.start()
+
+    def delivered(self, report: Any) -> None:
+        if report.error is None:
+            return
+        kind = report.error.split(":", 1)[0]
+        if kind not in self._kinds:  # once per kind: a broker outage fails thousands alike
+            self._kinds.add(kind)
+            err.print(f"delivery failed ({report.error}, topic {report.topic}); counting further "
+                      f"failures of this kind", highlight=False, markup=False, soft_wrap=True)
+
+    def line(self) -> str:
+        st = self.publisher.stats()
+        renewed = f", {st.renewed} producer restart(s)" if st.renewed else ""
+        return (f"{time.monotonic() - self._started:5.0f} s: {st.sent} sent, {st.delivered} delivered, "
+                f"{st.failed + st.rejected} failed, {st.in_flight} in flight{renewed}")
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            err.print(self.line(), highlight=False, markup=False)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+    def finish(self) -> bool:
+        """Print the total; True when anything was lost (not delivered)."""
+        if self.publisher is None:
+            return False
+        st = self.publisher.stats()
+        lost = st.failed + st.rejected + st.in_flight
+        err.print(f"published {st.delivered} of {st.sent + st.rejected} events to {self.bootstrap}"
+                  + (f"; {lost} LOST (not delivered)" if lost else "; none lost"),
+                  highlight=False, markup=False, soft_wrap=True)
+        return lost > 0
+
+
+def publish_live(settings: Any, make_sim: Any) -> tuple[int, Any]:
+    """``simulate --kafka``: run the simulator in real time into a publisher, with progress;
+    returns (exit status, the simulator's summary): 1 when any event was not delivered, else
+    130 after Ctrl-C, else 0 (docs/operations.md, "Publishing")."""
+    import contextlib
+
+    from replimon.producers.publisher import Publisher, PublishError
+
+    progress = PublishProgress(settings.kafka.bootstrap_servers)
+    interrupted = False
+    try:
+        publisher = Publisher.from_settings(settings, on_delivery=progress.delivered)
+        progress.start(publisher)
+        sim = make_sim(publisher.send)
+        try:
+            summary = sim.run(realtime=True)
+        except KeyboardInterrupt:
+            interrupted = True
+            summary = sim.summary()
+        except PublishError as exc:  # the local queue stayed full: the broker is gone
+            err.print(f"replimon: simulate: {exc}; stopping", highlight=False, markup=False, soft_wrap=True)
+            summary = sim.summary()
+        # Every failure was counted as it happened; the total below says how many.
+        with contextlib.suppress(PublishError):
+            publisher.close(timeout_s=settings.kafka.producer.delivery_timeout_ms / 1000)
+    finally:
+        progress.stop()
+    if progress.finish():
+        return 1, summary
+    return (130 if interrupted else 0), summary
+
+
+# -- the CLI's state and its one-line failures -------------------------------------------------
+class _State:
+    """What the root command's options set for the others (the config file)."""
+
+    config_path: str | None = None
+
+    def settings(self, **overrides: Any) -> Settings:
+        return load_settings(self.config_path, **overrides)
+
+
+state = _State()
+
+
+def fail(message: str) -> typer.Exit:
+    """Print one line on stderr; the caller raises the returned Exit(2)."""
+    err.print(f"replimon: {message}", highlight=False, markup=False, soft_wrap=True)
+    return typer.Exit(2)
+
+
+def inside_run(command: str, injections: Any, duration_ms: int, duration: str) -> None:
+    """An injection at or after the end of the run would never happen: say so (exit 2)."""
+    late = [i for i in injections if duration_ms > 0 and i.at_ms >= duration_ms]
+    if late:
+        raise fail(f"{command}: --inject {late[0].fault}:{late[0].group}@{late[0].at_ms / 1000:g}s is at or "
+                   f"after the end of the run (--duration {duration}): it would never be injected")
+
+
+def build_simulator(cls: Any, options: Any, injections: Any, sink: Any) -> Any:
+    try:
+        return cls(options, injections, sink)
+    except ValueError as exc:
+        raise fail(f"simulate: {exc}") from None

@@ -192,15 +192,22 @@ def run_demo(
 
 
 class _Job:
-    def __init__(self, query: Any, pg: Any) -> None:
-        self.query, self.pg = query, pg
+    """The demo's query; ``stop`` also removes its checkpoint directory (the demo's broker and
+    database are gone with it, so nothing could resume from it)."""
+
+    def __init__(self, query: Any, pg: Any, checkpoint: str | None = None) -> None:
+        self.query, self.pg, self.checkpoint = query, pg, checkpoint
 
     def stop(self) -> None:
+        import shutil
+
         try:
             self.query.stop()
             self.query.awaitTermination(60)
         finally:
             self.pg.close()
+            if self.checkpoint:
+                shutil.rmtree(self.checkpoint, ignore_errors=True)
 
 
 def start_job(settings: Settings, stack: Any, view: MonitorView, console: Console) -> _Job:
@@ -222,4 +229,4 @@ def start_job(settings: Settings, stack: Any, view: MonitorView, console: Consol
     ckpt = tempfile.mkdtemp(prefix="replimon-demo-ckpt-")
     query = start_query(spark, local, run_id="live", checkpoint=ckpt, observers=[view], pg=pg,
                         starting="earliest")
-    return _Job(query, pg)
+    return _Job(query, pg, ckpt)

@@ -44,3 +44,23 @@ class Checkpoint:
         lines = self._lines(f"offsets/{batch_id}")
         value: Any = json.loads(lines[2]) if len(lines) > 2 and lines[2].startswith("{") else {}
         return value if isinstance(value, dict) else {}
+
+    def records_in(self, batch_id: int) -> int | None:
+        """Input records micro-batch ``batch_id`` read: its end offsets minus the previous
+        batch's (None when the offset log does not say, e.g. the first batch of a checkpoint that
+        started at "latest")."""
+        try:
+            end = self.end_offsets(batch_id)
+            start = self.end_offsets(batch_id - 1) if batch_id > 0 else None
+        except (OSError, ValueError):
+            return None
+        if not end or start is None:
+            return None
+        total = 0
+        for topic, parts in end.items():
+            for part, offset in parts.items():
+                before = start.get(topic, {}).get(part)
+                if before is None:
+                    return None
+                total += max(0, int(offset) - int(before))
+        return total

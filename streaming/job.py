@@ -73,7 +73,11 @@ def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: st
         packed = (packed.withColumn("event_time", F.timestamp_millis(F.col("event_ms")))
                   .withWatermark("event_time", f"{skew_s} seconds"))
     grouped = packed.select(*INPUT_COLUMNS).groupBy("bucket")
-    options = {"checkpoint_ms": int(settings.streaming.replay_checkpoint_s * 1000), "floors": floors}
+    # Live, group snapshots go out at their own cadence, not every batch (processor.py,
+    # MonitorLogic); a replay snapshots every batch, as it always has.
+    snapshot_ms = int(settings.streaming.snapshot_interval_s * 1000)
+    options = {"checkpoint_ms": int(settings.streaming.replay_checkpoint_s * 1000), "floors": floors,
+               "snapshot_ms": snapshot_ms if time_mode == LIVE else 0}
     start = None if initial is None else initial.groupBy("bucket")
     if api == "pandas":
         return grouped.transformWithStateInPandas(

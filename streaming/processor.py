@@ -66,6 +66,8 @@ STATE_SCHEMA = "groups STRING, timer LONG, buckets INT, clock_batch LONG, clock 
 INPUT_COLUMNS = ("bucket", "group", "items")
 LIVE, REPLAY = "ProcessingTime", "EventTime"
 DEFAULT_BUCKETS = 64
+# The live job's snapshot cadence when the settings name none (MonitorLogic, ``snapshot_ms``).
+DEFAULT_SNAPSHOT_MS = 5_000
 
 # A bucket's groups as kept in its state: name -> [the core's to_state() as JSON text ("" for a
 # group that has no state yet), its next_timer(), its floors]. Floors (replay only, else ""): JSON
@@ -73,6 +75,10 @@ DEFAULT_BUCKETS = 64
 # that starts from a checkpoint record; docs/replay.md). Stored as one line a group,
 # "name<TAB>next<TAB>floors<TAB>json" (JSON text has no raw tab or newline, nor have group ids): a
 # batch parses and re-serialises only the groups it touches, the others' text passes through.
+# Live, with a snapshot cadence, a group whose latest changes have not been snapshotted yet has a
+# fourth item, the processing time its snapshot is due at, stored as
+# "name<TAB>next<TAB>floors<TAB>due<TAB>json"; a line without it (as every line was before the
+# cadence) reads as "snapshot current", so older checkpoints load unchanged.
 Groups = dict[str, list[Any]]
 
 
@@ -80,13 +86,40 @@ def parse_groups(text: str) -> Groups:
     groups: Groups = {}
     for line in text.split("\n") if text else ():
         name, when, floors, kept = line.split("\t", 3)
-        groups[name] = [kept, int(when) if when else None, floors]
+        if "\t" in kept:  # "snapshot due<TAB>json": JSON text never holds a raw tab
+            snap, kept = kept.split("\t", 1)
+            groups[name] = [kept, int(when) if when else None, floors, int(snap)]
+        else:
+            groups[name] = [kept, int(when) if when else None, floors]
     return groups
 
 
 def format_groups(groups: Groups) -> str:
-    return "\n".join(f"{name}\t{'' if when is None else when}\t{floors}\t{kept}"
-                     for name, (kept, when, floors) in groups.items())
+    return "\n".join(
+        f"{name}\t{'' if g[1] is None else g[1]}\t{g[2]}\t"
+        + (f"{g[3]}\t{g[0]}" if len(g) > 3 and g[3] is not None else g[0])
+        for name, g in groups.items())
+
+
+def snapshot_due(kept: list[Any]) -> int | None:
+    """When a group's pending snapshot is due (processing time), or None: its last one is current."""
+    return kept[3] if len(kept) > 3 else None
+
+
+# Monitors kept alive in this Python worker between micro-batches, by (limits, group): the state
+# text last saved for the group and the monitor it was saved from. A batch whose stored text is
+# that text takes the monitor instead of rebuilding it with ``from_state`` (JSON and objects: the
+# largest part of a bucket's cost per batch, docs/performance.md). Spark's state stays the truth:
+# any other text (a retried batch, another worker, a restart) is rebuilt from the state, and an
+# entry is taken out while its monitor is in use, so a batch that fails half way leaves none.
+WARM_GROUPS = 20_000  # bound: about 27 KB of live objects a group (bench/README.md)
+_warm: dict[tuple[Limits, str], tuple[str, GroupMonitor]] = {}
+
+
+def _remember(limits: Limits, text: str, gm: GroupMonitor) -> None:
+    _warm[(limits, gm.group)] = (text, gm)
+    if len(_warm) > WARM_GROUPS:
+        del _warm[next(iter(_warm))]
 
 
 class StateBucketsChanged(RuntimeError):
@@ -119,15 +152,25 @@ class MonitorLogic:
 
     ``checkpoint_ms``: a group whose event-time clock crosses a multiple of it emits a
     ``checkpoint`` row (its whole state, for replays to start from; 0: never). ``floors``: the
-    floors of a group that first appears (a replay's window start; None: none)."""
+    floors of a group that first appears (a replay's window start; None: none).
+
+    ``snapshot_ms`` (live only; 0: every batch, as a replay always does): the cadence of a group's
+    ``state`` rows. A group's first batch, and any batch that raises or resolves an alert, snapshot
+    it at once; otherwise its changes are snapshotted in the first batch at or after the next
+    multiple of ``snapshot_ms`` of processing time that brings it input, or by the bucket's timer
+    one period later when it has no more input (``arm``). So the stored snapshot of a publishing
+    group is at most about one period behind its state, of a group that stopped at most two, and
+    a busy fleet's snapshots cost one period's worth, not one a batch (docs/performance.md)."""
 
     def __init__(self, limits: Limits, time_mode: str = LIVE, buckets: int = DEFAULT_BUCKETS,
-                 checkpoint_ms: int = 0, floors: dict[str, dict[str, int]] | None = None) -> None:
+                 checkpoint_ms: int = 0, floors: dict[str, dict[str, int]] | None = None,
+                 snapshot_ms: int = 0) -> None:
         self.limits = limits
         self.time_mode = time_mode
         self.buckets = buckets
         self.checkpoint_ms = checkpoint_ms
         self.new_floors = _dumps(floors) if floors else ""
+        self.snapshot_ms = snapshot_ms if time_mode == LIVE else 0
 
     def now(self, timer_values: Any) -> int:
         if self.time_mode == LIVE:
@@ -169,12 +212,28 @@ class MonitorLogic:
             return GroupMonitor(name, self.limits)
         if not kept[0]:
             return GroupMonitor(name, self.limits)
+        warm = _warm.pop((self.limits, name), None)
+        if warm is not None and warm[0] == kept[0]:
+            return warm[1]
         return GroupMonitor.from_state(json.loads(kept[0]), self.limits)
 
-    @staticmethod
-    def keep(groups: Groups, gm: GroupMonitor) -> None:
+    def keep(self, groups: Groups, gm: GroupMonitor) -> None:
+        """Save ``gm`` into ``groups`` (its snapshot due, if any, is dropped: see ``settle``)."""
         kept = groups.get(gm.group)
-        groups[gm.group] = [_dumps(gm.to_state()), gm.next_timer(), kept[2] if kept else ""]
+        text = _dumps(gm.to_state())
+        groups[gm.group] = [text, gm.next_timer(), kept[2] if kept else ""]
+        _remember(self.limits, text, gm)
+
+    def settle(self, groups: Groups, gm: GroupMonitor, now: int, due: int | None, emit: bool) -> None:
+        """After ``keep``: a group snapshotted now has none due; one with changes not snapshotted
+        keeps its due time, or gets the next multiple of ``snapshot_ms`` after ``now``."""
+        kept = groups[gm.group]
+        del kept[3:]
+        if not emit:
+            kept.append(due if due is not None else (now // self.snapshot_ms + 1) * self.snapshot_ms)
+
+    def wants_snapshot(self, fresh: bool, alerts: list[Alert], due: int | None, now: int) -> bool:
+        return self.snapshot_ms <= 0 or fresh or bool(alerts) or (due is not None and due <= now)
 
     def crossed(self, before: int, after: int) -> bool:
         """Whether a group clock that moved from ``before`` to ``after`` passed a checkpoint."""
@@ -219,12 +278,14 @@ class MonitorLogic:
         return out
 
     # -- timers -----------------------------------------------------------------------------------
-    @staticmethod
-    def arm(handle: Any, groups: Groups, now: int, timer: int | None) -> int | None:
+    def arm(self, handle: Any, groups: Groups, now: int, timer: int | None) -> int | None:
         """The bucket's timer after this call (``timer``: the one registered, if any), at the
         earliest of its groups' next timers. Only a missing or too late timer costs a call; an
-        early one is kept (see the module's doc)."""
+        early one is kept (see the module's doc). A pending snapshot asks for the timer one period
+        after it is due: a group that keeps publishing is snapshotted by its own batches, so the
+        timer is only the backstop for one that stopped, and rarely moves for it."""
         wants = [kept[1] for kept in groups.values() if kept[1] is not None]
+        wants += [due + self.snapshot_ms for kept in groups.values() if (due := snapshot_due(kept)) is not None]
         if not wants:
             if timer is not None:
                 handle.deleteTimer(timer)
@@ -256,17 +317,21 @@ class MonitorLogic:
         out: list[tuple[Any, ...]] = []
         gms = []
         for name in sorted(by_group):
+            fresh = not groups.get(name, ("",))[0]
             gm = self.monitor(groups, name)
             before = gm.clock
             out_alerts = self.feed(gm, by_group[name], now, groups[name][2])
             read = max(read, gm.clock)
-            gms.append((gm, out_alerts, before))
+            gms.append((gm, out_alerts, before, fresh))
         clock = (now, read) if read >= 0 else None
         outside = self.outside(now, clock)
-        for gm, alerts, before in gms:
+        for gm, alerts, before, fresh in gms:
             alerts += self.due(gm, outside)
+            due = snapshot_due(groups[gm.group])
             self.keep(groups, gm)
-            out.extend(self.rows(gm, alerts, snapshot=True))
+            emit = self.wants_snapshot(fresh, alerts, due, now)
+            self.settle(groups, gm, now, due, emit)
+            out.extend(self.rows(gm, alerts, snapshot=emit))
             if self.crossed(before, gm.clock):
                 out.append((CHECKPOINT, gm.group, gm.group, None, gm.clock, groups[gm.group][0], None))
         # A registered timer at or before ``now`` fires after this data (Spark's order) and is
@@ -277,13 +342,16 @@ class MonitorLogic:
 
     def _clock_only(self, state: Any, now: int, read: int) -> list[tuple[Any, ...]]:
         """Only clock rows for this bucket: keep the input clock for this batch's timers; the
-        groups and the timer are unchanged (their text is not even parsed)."""
+        groups and the timer are unchanged (their text is not even parsed). Only a bucket whose
+        timer fires in this batch needs it (``outside`` ignores a clock of another batch), so the
+        others cost a read and no write."""
         value = state.get()
         if value is None or not value[0]:
             return []  # no group yet: no timer to judge
         if value[2] != self.buckets:
             self.load(state)  # raises StateBucketsChanged
-        state.update((value[0], value[1], self.buckets, now, read))
+        if value[1] is not None and value[1] <= now:
+            state.update((value[0], value[1], self.buckets, now, read))
         return []
 
     def on_initial(self, handle: Any, state: Any, rows: Iterable[tuple[str, str, str]], now: int) -> None:
@@ -304,14 +372,22 @@ class MonitorLogic:
         outside = self.outside(now, clock)
         out: list[tuple[Any, ...]] = []
         for name in sorted(groups):
-            when = groups[name][1]
-            if when is None or when > outside:
+            kept = groups[name]
+            when, due = kept[1], snapshot_due(kept)
+            fires = when is not None and when <= outside
+            if not fires and (due is None or due > now):
                 continue
             gm = self.monitor(groups, name)
-            alerts = gm.on_timer(outside)
-            alerts += self.due(gm, outside)
-            self.keep(groups, gm)
-            out.extend(self.rows(gm, alerts, snapshot=bool(alerts)))
+            alerts: list[Alert] = []
+            if fires:
+                alerts = gm.on_timer(outside)
+                alerts += self.due(gm, outside)
+                self.keep(groups, gm)
+            else:  # only its snapshot is due: the state is unchanged
+                _remember(self.limits, kept[0], gm)
+            emit = bool(alerts) or (due is not None and due <= now)
+            self.settle(groups, gm, now, due, emit)
+            out.extend(self.rows(gm, alerts, snapshot=emit))
         timer = self.arm(handle, groups, now, None)  # the one that fired is gone
         self.save(state, groups, timer, clock)
         return out

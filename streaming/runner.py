@@ -48,6 +48,7 @@ class MetricsListener:
         sink = self.sink
         trigger_ms = self.trigger_ms
         name = self.query_name
+        failing: list[bool] = []
 
         class _Listener(StreamingQueryListener):
             def onQueryStarted(self, event: Any) -> None:  # noqa: N802
@@ -63,8 +64,11 @@ class MetricsListener:
                         input_rows_per_s=float(p.inputRowsPerSecond or 0.0),
                         processed_rows_per_s=float(p.processedRowsPerSecond or 0.0),
                         trigger_ms=trigger_ms, lag_records=consumer_lag(p))
+                    failing[:] = []
                 except Exception as exc:  # metrics must never stop the job
-                    log.warning("could not write pipeline metrics: %s", exc)
+                    if not failing:  # once per outage: the batch sink says when PostgreSQL is back
+                        log.warning("could not write pipeline metrics: %s", " ".join(str(exc).split())[:160])
+                    failing[:] = [True]
 
             def onQueryIdle(self, event: Any) -> None:  # noqa: N802
                 pass
@@ -121,7 +125,10 @@ def make_writer(settings: Any, run_id: str, checkpoint: Checkpoint | None, *, pg
         sinks.append(kafka)
     guard = None
     if pg is not None:
-        guard = PostgresBatchSink(pg, checkpoint.stream_id if checkpoint else None)
+        from replimon.streaming.sinks.backlog import Backlog
+
+        guard = PostgresBatchSink(pg, checkpoint.stream_id if checkpoint else None,
+                                  backlog=Backlog.at(checkpoint.location if checkpoint else None))
         sinks.append(guard)
         from replimon.streaming.sinks.quality import QualitySink
 
@@ -129,14 +136,24 @@ def make_writer(settings: Any, run_id: str, checkpoint: Checkpoint | None, *, pg
             sinks.append(QualitySink(settings, run_id, pg.dsn, lambda: pg.pipeline, kafka=kafka,
                                      end_offsets=checkpoint.end_offsets if checkpoint else None,
                                      window_start_ms=window_start_ms))
-    return BatchWriter(sinks, guard=guard, observers=observers, window_start_ms=window_start_ms)
+    return BatchWriter(sinks, guard=guard, observers=observers, window_start_ms=window_start_ms,
+                       records_in=checkpoint.records_in if checkpoint else None)
+
+
+INTERRUPTED = 130  # the shell's status for a process stopped by SIGINT (Ctrl-C)
 
 
 def run(settings: Any, *, run_id: str = "live", replay: bool = False, api: str = "pandas",
         starting: str = "earliest", checkpoint: str | None = None,
         observers: list[Callable[[BatchResult], None]] | None = None,
         stop_event: threading.Event | None = None) -> int:
-    """Run until stopped (live) or until the input is consumed (replay); 0 on a clean stop."""
+    """Run until stopped (live) or until the input is consumed (replay).
+
+    Returns 0 after the input was consumed (replay) or a stop by SIGTERM or ``stop_event``, and
+    130 after Ctrl-C (SIGINT); either way the running micro-batch is let finish first, so the
+    checkpoint and PostgreSQL agree and a restart resumes where this run stopped. A second Ctrl-C
+    stops at once (KeyboardInterrupt). Raises RuntimeError (one line) when the query failed.
+    The session is stopped before returning (docs/operations.md, "Stopping")."""
     from replimon.store.schema import migrate
     from replimon.streaming.session import get_session
     from replimon.streaming.sinks.postgres import PostgresSink
@@ -146,28 +163,66 @@ def run(settings: Any, *, run_id: str = "live", replay: bool = False, api: str =
         log.info("applied PostgreSQL migrations %s", applied)
     spark = get_session(settings.streaming.master, settings.streaming.shuffle_partitions,
                         **settings.streaming.spark_conf)
-    sc = spark.sparkContext
-    log.info("Spark %s, master %s, application %s", spark.version, sc.master, sc.applicationId)
-    pg = PostgresSink(settings.postgres.dsn, run_id=run_id)
-    query = start_query(spark, settings, run_id=run_id, time_mode=REPLAY if replay else LIVE,
-                        checkpoint=checkpoint, api=api, starting=starting, available_now=replay,
-                        observers=observers, pg=pg)
-    stop = stop_event or threading.Event()
-    previous = {}
+    try:
+        sc = spark.sparkContext
+        log.info("Spark %s, master %s, application %s", spark.version, sc.master, sc.applicationId)
+        pg = PostgresSink(settings.postgres.dsn, run_id=run_id)
+        try:
+            query = start_query(spark, settings, run_id=run_id, time_mode=REPLAY if replay else LIVE,
+                                checkpoint=checkpoint, api=api, starting=starting, available_now=replay,
+                                observers=observers, pg=pg)
+            return _wait(query, stop_event or threading.Event())
+        finally:
+            pg.close()
+    finally:
+        spark.stop()
+
+
+def _wait(query: Any, stop: threading.Event) -> int:
+    """Wait for the query to end or for a stop request; stop it between micro-batches."""
+    signals: list[int] = []
+    previous: dict[int, Any] = {}
+
+    def request(signum: int, _frame: Any) -> None:
+        signals.append(signum)
+        stop.set()
+        # The next Ctrl-C is the impatient one: Python's default (KeyboardInterrupt) again.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+            previous[sig] = signal.signal(sig, request)
     try:
         while query.isActive and not stop.is_set():
             time.sleep(0.2)
         if query.isActive:
-            query.stop()
+            log.info("stopping: waiting for the running micro-batch to finish (Ctrl-C again stops now)")
+            _stop_between_batches(query)
         query.awaitTermination(60)
         exc = query.exception()
         if exc is not None:
-            raise RuntimeError(f"the streaming query failed: {exc}")
+            # The JVM's message is the whole trace; its first line says what failed.
+            raise RuntimeError(f"the streaming query failed: {str(exc).strip().splitlines()[0]}")
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        pg.close()
-    return 0
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    log.info("stopped")
+    return INTERRUPTED if signal.SIGINT in signals else 0
+
+
+def _stop_between_batches(query: Any, patience_s: float = 15.0) -> None:
+    """``query.stop()`` interrupts the micro-batch thread; inside a ``foreachBatch`` call that
+    shows up as a Py4J InterruptedException and a trace. Wait (up to ``patience_s``: a job behind
+    its trigger starts the next batch at once, so there may be no gap) until no trigger is
+    active, then stop."""
+    deadline = time.monotonic() + patience_s
+    while query.isActive and time.monotonic() < deadline:
+        try:
+            status = query.status
+        except Exception:  # the query ended meanwhile
+            break
+        if not status.get("isTriggerActive", False) or status.get("message", "").startswith("Waiting"):
+            break
+        time.sleep(0.05)
+    if query.isActive:
+        query.stop()

@@ -50,18 +50,49 @@ def batch_result(batch_id: int, rows: Iterable[Any], window_start_ms: int | None
     return result
 
 
+_PY4J_ERROR = "py4j.protocol.Py4JJavaError: An error occurred while calling foreachBatch of batch"
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """A JVM call of this batch was interrupted (``query.stop()`` while the batch ran)."""
+    java = getattr(exc, "java_exception", None)
+    name = ""
+    if java is not None:
+        try:
+            name = str(java.getClass().getName())
+        except Exception:  # the gateway is going away
+            name = ""
+    return name in ("java.lang.InterruptedException", "java.io.InterruptedIOException",
+                    "java.nio.channels.ClosedByInterruptException") or (
+        not name and "java.lang.InterruptedException" in str(exc)[:2000])
+
+
 class BatchWriter:
     """The ``foreachBatch`` function (module docstring)."""
 
     def __init__(self, sinks: Sequence[Sink], *, guard: Guard | None = None,
                  observers: Sequence[Callable[[BatchResult], None]] = (),
-                 window_start_ms: int | None = None) -> None:
+                 window_start_ms: int | None = None,
+                 records_in: Callable[[int], int | None] | None = None) -> None:
         self.sinks = list(sinks)
+        self.records_in = records_in  # input records of a batch (the checkpoint's offset log)
         self.guard = guard
         self.observers = list(observers)
         self.window_start_ms = window_start_ms
 
     def __call__(self, df: Any, batch_id: int) -> None:
+        try:
+            self._write(df, batch_id)
+        except Exception as exc:
+            if not _interrupted(exc):
+                raise
+            # query.stop() interrupted this batch (nothing of it is committed: a restart runs it
+            # again). Spark recognises a stop inside a Python foreachBatch by matching this text
+            # against the error with a backtracking regex, which overflows the JVM's stack on the
+            # whole Java trace (StreamExecution.isInterruptedByStop): hand it the short form.
+            raise RuntimeError(f"{_PY4J_ERROR} {batch_id}: java.lang.InterruptedException") from None
+
+    def _write(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
         rows = df.collect()
         result = batch_result(batch_id, rows, self.window_start_ms)
@@ -70,10 +101,15 @@ class BatchWriter:
             sink.write(result)
         if result.repeated:
             result.written = False
-        log.info("batch %s: %s rows, %s alerts, %s states, %s dead letters in %.2fs%s", batch_id, len(rows),
-                 len(result.alert_rows), len(result.snapshot_rows), len(result.dead_letters),
-                 time.monotonic() - started,
-                 "" if result.written else " (committed before: a retried batch, not written again)")
+        note = ("" if result.written else " (committed before: a retried batch, not written again)")
+        if result.deferred:
+            note += " (PostgreSQL down: its rows wait in the backlog)"
+        # The batch's line counts what came in (records read from the topics, as pipeline_metrics
+        # input_rows) and what went out; output rows alone said "3 rows" for 218 records read.
+        read = self.records_in(batch_id) if self.records_in is not None else None
+        log.info("batch %s: %s records in; out: %s alerts, %s group states, %s dead letters; %.2fs%s",
+                 batch_id, "?" if read is None else read, len(result.alert_rows), len(result.snapshot_rows),
+                 len(result.dead_letters), time.monotonic() - started, note)
         for observer in self.observers:
             observer(result)
 

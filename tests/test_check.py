@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -58,14 +59,26 @@ def test_violation_exits_1_and_the_alert_names_the_fault(tmp_path: Path, capsys:
     assert "FAILED" in captured.err
 
 
-def test_wedge_alone_exits_0_unless_fail_on_critical(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_wedge_fails_by_default_unless_fail_on_violation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = trace(tmp_path / "wedge.jsonl", "horizon_wedge:g1@15s", seconds=60)
-    assert main(["check", str(path), "--min-severity", "critical"]) == 0
+    assert main(["check", str(path), "--min-severity", "critical"]) == 1
     alerts = alerts_of(capsys.readouterr().out)
     assert [(a["kind"], a["status"]) for a in alerts] == [("HORIZON_WEDGE", "firing"), ("HORIZON_WEDGE", "resolved")]
     assert alerts[0]["alert_id"] == alerts[1]["alert_id"]
     assert main(["check", str(path), "--fail-on", "critical"]) == 1
+    assert main(["check", str(path), "--fail-on", "violation"]) == 0
     assert main(["check", str(path), "--fail-on", "never"]) == 0
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n", gzip.compress(b'{"v": 1}\n' * 50), b"not json\n{}\n"],
+                         ids=["empty", "blank", "gzip", "only-bad"])
+def test_no_valid_event_exits_2_with_one_line(tmp_path: Path, content: bytes, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "capture.jsonl"
+    path.write_bytes(content)
+    assert main(["check", str(path), "--fail-on", "never"]) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "no valid event" in lines[0] and "result: ok" not in err
 
 
 def test_bad_lines_are_counted_with_line_numbers_and_never_fatal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -284,6 +284,13 @@ class EmbeddedPostgres:
     def port(self) -> int | None:
         return self._port
 
+    def exit_status(self) -> int | None:
+        """The postmaster's exit status if it died on its own (crash, kill, OOM), None while it
+        runs or when it was never started: ``replimon db``/``broker`` poll it to notice a dead
+        server instead of printing "ready" over a defunct child."""
+        proc = self._proc
+        return None if proc is None else proc.poll()
+
     @property
     def pid(self) -> int | None:
         """Pid of the postmaster (also its process group id), None when stopped."""

@@ -270,7 +270,8 @@ def _timelines(d: RunData) -> str:
            'resolution), each node\'s executed (solid) and decided (dotted) frontier against the '
            'effective horizon (red, stepped), the configurations installed and active, and the '
            'heartbeat age of each node with its silences. Frontiers and heartbeat ages are the '
-           'snapshots of each micro-batch (node_timeseries, group_timeseries).</p>']
+           'group snapshots (node_timeseries, group_timeseries): every micro-batch in a replay, at '
+           'most every streaming.snapshot_interval_s in a live run.</p>']
     if not d.timelines:
         out.append("<p>No affected group: nothing to draw.</p>")
     out += [_timeline(t, i) for i, t in enumerate(d.timelines)]

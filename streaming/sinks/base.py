@@ -55,6 +55,7 @@ class BatchResult:
     dead_letters: list[dict[str, Any]] = field(default_factory=list)
     repeated: bool = False  # committed before: a retried batch, nothing is written again
     written: bool = True  # False: nothing was written now (repeated, or another writer won)
+    deferred: bool = False  # its PostgreSQL rows wait for the database (sinks/backlog.py)
 
     @cached_property
     def alerts(self) -> list[dict[str, Any]]:

@@ -16,8 +16,10 @@ the PostgreSQL store's, ``replimon.store`` (docs/postgres.md "Where each part li
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from types import TracebackType
@@ -30,8 +32,10 @@ from replimon.store.runs import DEFAULT_PIPELINE, LIVE_RUN, last_batch_id
 from replimon.store.schema import migrate
 from replimon.store.values import nonneg, ts_from_ms
 from replimon.store.writes import ADVANCE, INSERT_ALERT, INSERT_ALERTS_JSON, alert_row, json_array
+from replimon.streaming.sinks.backlog import Backlog, Backoff, Pending
 
 _T = TypeVar("_T")
+log = logging.getLogger("replimon.job")
 
 
 # -- rows ------------------------------------------------------------------------------------------
@@ -159,8 +163,8 @@ ON CONFLICT (run_id, topic, partition, "offset") DO NOTHING"""
 _METRICS = """
 INSERT INTO pipeline_metrics AS m (run_id, batch_id, ts, duration_ms, input_rows, input_rows_per_s,
                                    processed_rows_per_s, alerts, dead_letters, groups, trigger_ms,
-                                   lag_records)
-VALUES (%s, %s, COALESCE(%s, now()), %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                                   lag_records, pg_backlog, pg_wait_s)
+VALUES (%s, %s, COALESCE(%s, now()), %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (run_id, batch_id) DO UPDATE SET
     duration_ms = COALESCE(m.duration_ms, EXCLUDED.duration_ms),
     input_rows = COALESCE(m.input_rows, EXCLUDED.input_rows),
@@ -170,7 +174,9 @@ ON CONFLICT (run_id, batch_id) DO UPDATE SET
     dead_letters = COALESCE(m.dead_letters, EXCLUDED.dead_letters),
     groups = COALESCE(m.groups, EXCLUDED.groups),
     trigger_ms = COALESCE(m.trigger_ms, EXCLUDED.trigger_ms),
-    lag_records = COALESCE(m.lag_records, EXCLUDED.lag_records)"""
+    lag_records = COALESCE(m.lag_records, EXCLUDED.lag_records),
+    pg_backlog = COALESCE(m.pg_backlog, EXCLUDED.pg_backlog),
+    pg_wait_s = COALESCE(m.pg_wait_s, EXCLUDED.pg_wait_s)"""
 
 # From this many rows a statement's rows go through COPY into a temporary table and one
 # INSERT ... SELECT with the same ON CONFLICT clause (measured: about 4x faster than a pipelined
@@ -208,7 +214,7 @@ def _copy_upsert(cur: psycopg.Cursor[Any], stmt: str, rows: list[tuple[Any, ...]
 
 
 _METRIC_KEYS = ("ts", "duration_ms", "input_rows", "input_rows_per_s", "processed_rows_per_s",
-                "alerts", "dead_letters", "groups", "trigger_ms", "lag_records")
+                "alerts", "dead_letters", "groups", "trigger_ms", "lag_records", "pg_backlog", "pg_wait_s")
 
 
 # -- the sink --------------------------------------------------------------------------------------
@@ -330,7 +336,7 @@ class PostgresSink:
         return (self.run_id, batch_id, ts_from_ms(m.get("ts")), m.get("duration_ms"),
                 m.get("input_rows"), m.get("input_rows_per_s"), m.get("processed_rows_per_s"),
                 m.get("alerts"), m.get("dead_letters"), m.get("groups"), m.get("trigger_ms"),
-                m.get("lag_records"))
+                m.get("lag_records"), m.get("pg_backlog"), m.get("pg_wait_s"))
 
     def record_run(self, params: Mapping[str, Any], status: str) -> None:
         """This run's ``replay_runs`` row (a replay: its parameters and status); ``finished_at``
@@ -365,16 +371,33 @@ class PostgresSink:
 
 
 class PostgresBatchSink:
-    """``PostgresSink`` as a sink of whole batches (``sinks/base.py``), and the writer's guard.
+    """``PostgresSink`` as a sink of whole batches (``sinks/base.py``), and the writer's guard;
+    it rides out a PostgreSQL outage (docs/operations.md, "PostgreSQL outage").
 
     Batch ids restart at 0 with a new checkpoint: the guard row is per checkpoint (Spark's stream
     id in the checkpoint's ``metadata``), so a fresh checkpoint never finds its batches already
-    "committed" by an older one."""
+    "committed" by an older one.
 
-    def __init__(self, pg: PostgresSink, stream_id: Callable[[], str | None] | None = None) -> None:
+    When PostgreSQL cannot be reached, a batch's rows join the ``backlog`` (``sinks/backlog.py``)
+    instead of failing the batch: the query goes on and the Kafka sink still sends every alert.
+    Each later batch first tries to write the backlog, oldest first, no sooner than the
+    ``backoff`` allows; a batch in the backlog counts as committed (it went to Kafka already).
+    Three log lines per outage: lost, still retrying, back."""
+
+    def __init__(self, pg: PostgresSink, stream_id: Callable[[], str | None] | None = None, *,
+                 backlog: Backlog | None = None, backoff: Backoff | None = None) -> None:
         self.pg = pg
         self._stream_id = stream_id
         self._bound = stream_id is None
+        self.backlog = backlog if backlog is not None else Backlog()
+        self.backoff = backoff if backoff is not None else Backoff()
+        self.down_since: float | None = None  # monotonic time PostgreSQL was lost; None: up
+        self._retrying = False
+        self._last: int | None = None  # the committed batch id last read from PostgreSQL
+        self._queued: dict[int, float] = {}  # batch id -> when it joined the backlog (this run)
+        if self.backlog:
+            self.down_since = time.monotonic()
+            log.warning("PostgreSQL: %d batch(es) left by the last run wait to be written", len(self.backlog))
 
     def _bind(self) -> None:
         if not self._bound and self._stream_id is not None:
@@ -383,20 +406,90 @@ class PostgresBatchSink:
                 self.pg.pipeline = f"{DEFAULT_PIPELINE}:{stream}"
             self._bound = True
 
+    @property
+    def down(self) -> bool:
+        return self.down_since is not None
+
     def committed(self, batch_id: int) -> bool:
         self._bind()
-        last = self.pg.last_batch_id()
-        return last is not None and batch_id <= last
+        last_queued = self.backlog.last_id
+        if last_queued is not None and batch_id <= last_queued:
+            return True  # sent to Kafka, its rows wait in the backlog (or were written)
+        if not self.down or self.backoff.due():
+            try:
+                self._last = self.pg.last_batch_id()
+            except OUTAGE as exc:
+                self._lost(exc)
+        return self._last is not None and batch_id <= self._last
 
     def write(self, result: Any) -> None:
         if result.repeated:
             return
         self._bind()
-        # False: another writer of this pipeline committed it meanwhile (nothing written). Counts
-        # now; the metrics listener adds durations and rates.
-        result.written = self.pg.write_batch(
-            result.batch_id, alerts=[a.payload for a in result.alert_rows], snapshots=result.snapshots,
-            dead_letters=result.dead_letters, metrics={})
+        pending = Pending(result.batch_id, [a.payload for a in result.alert_rows], result.snapshots,
+                          result.dead_letters)
+        if not self.down and not self.backlog:
+            try:
+                # False: another writer of this pipeline committed it meanwhile (nothing written).
+                # Counts now; the metrics listener adds durations and rates.
+                result.written = self.pg.write_batch(
+                    result.batch_id, alerts=pending.alerts, snapshots=pending.snapshots,
+                    dead_letters=pending.dead_letters, metrics={})
+                return
+            except OUTAGE as exc:
+                self._lost(exc)
+        self.backlog.add(pending)
+        self._queued.setdefault(pending.batch_id, time.monotonic())
+        self.drain()
+        result.deferred = pending.batch_id in self.backlog
+
+    def drain(self) -> None:
+        """Write the backlog, oldest first, if the backoff allows an attempt now."""
+        if not self.backlog or not self.backoff.due():
+            return
+        try:
+            while self.backlog:
+                p = self.backlog.items[0]
+                waited = time.monotonic() - self._queued.get(p.batch_id, self.down_since or time.monotonic())
+                self.pg.write_batch(p.batch_id, alerts=p.alerts, snapshots=p.snapshots,
+                                    dead_letters=p.dead_letters,
+                                    metrics={"pg_backlog": len(self.backlog), "pg_wait_s": round(waited, 3)})
+                self.backlog.pop_first()
+                self._queued.pop(p.batch_id, None)
+        except OUTAGE as exc:
+            delay = self.backoff.failed()
+            if not self._retrying:
+                self._retrying = True
+                log.warning("PostgreSQL: still unreachable (%s); %d batch(es) wait; retrying with "
+                            "backoff up to %.0f s", _reason(exc), len(self.backlog), self.backoff.max_s)
+            log.debug("PostgreSQL: next attempt in %.1f s", delay)
+            return
+        self._back()
+
+    def _lost(self, exc: BaseException) -> None:
+        if self.down_since is None:
+            self.down_since = time.monotonic()
+            log.warning("PostgreSQL: lost (%s); the job goes on, alerts still go to Kafka, the "
+                        "tables' rows wait in a backlog", _reason(exc))
+        self.backoff.failed()
+
+    def _back(self) -> None:
+        if self.down_since is not None:
+            log.warning("PostgreSQL: back after %.0f s; the backlog is written",
+                        time.monotonic() - self.down_since)
+        self.down_since = None
+        self._retrying = False
+        self.backoff.reset()
 
     def close(self) -> None:
         pass
+
+
+# PostgreSQL cannot be reached (refused, reset, shut down, a broken connection): worth waiting for.
+OUTAGE = (psycopg.OperationalError, psycopg.InterfaceError)
+
+
+def _reason(exc: BaseException) -> str:
+    """libpq's message on one line (it spans several), shortened."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 160 else text[:157] + "..."

@@ -270,3 +270,73 @@ def test_groups_text_round_trips_and_passes_untouched_groups_through() -> None:
     text = format_groups(groups)
     assert parse_groups(text) == groups and format_groups(parse_groups(text)) == text
     assert parse_groups("") == {}
+
+
+def test_live_snapshots_come_at_their_cadence_and_the_last_one_is_complete() -> None:
+    """Live with a 5 s snapshot cadence: the same alerts as the core; a group is snapshotted in
+    its first batch, with its alerts, and then about once a period instead of once a batch; after
+    the input stops the bucket's timer brings each group's last snapshot within two periods, with
+    every event counted."""
+    events = simulate(60, "beyond_horizon:g1@20s", groups=3)
+    period = 5_000
+    tester = TwsTester(row_processor(Limits(), LIVE, BUCKETS, snapshot_ms=period), timeMode="ProcessingTime")
+    rows = drive(tester, events)
+    assert alert_keys(rows) == {(a.alert_id, a.status) for a in Monitor().run(events)}
+    states = [json.loads(r.payload) for r in rows if r.out == "state"]
+    per_group = {g: sum(1 for s in states if s["group"] == g) for g in ("g1", "g2", "g3")}
+    alerting = {r.group_id for r in rows if r.out == "alert"}
+    for group, count in per_group.items():
+        assert 1 <= count <= 60 // 5 + 3 + (20 if group in alerting else 0), per_group
+    assert sum(per_group.values()) < 60  # every batch would be 3 x 60
+    pending = 0
+    for bucket in {bucket_of(g, BUCKETS) for g in per_group}:  # a pending snapshot holds the timer
+        stored = tester.peekValueState(STATE_NAME, bucket)
+        dues = [kept[3] for kept in parse_groups(stored[0]).values() if len(kept) > 3]
+        pending += len(dues)
+        assert not dues or stored[1] <= min(dues) + period
+    assert pending  # the last batches were not all snapshot batches
+    last = max(e["ts_ms"] for e in events)
+    tail = [json.loads(r.payload) for t in range(last + 1000, last + 2 * period + 2000, 1000)
+            for r in tester.setProcessingTime(t) if r.out == "state"]
+    want = {g: sum(1 for e in events if e["group"] == g) for g in ("g1", "g2", "g3")}
+    final = {s["group"]: s["counts"]["events"] for s in [*states, *tail]}
+    assert final == want
+    for bucket in {bucket_of(g, BUCKETS) for g in want}:
+        stored = tester.peekValueState(STATE_NAME, bucket)
+        assert stored is not None
+        assert all(len(kept) == 3 for kept in parse_groups(stored[0]).values())  # nothing pending
+
+
+def test_a_pending_snapshot_is_kept_in_the_groups_text() -> None:
+    groups = {"g1": ['{"v":1}', 123, "", 5000], "g2": ["{}", None, ""]}
+    from replimon.streaming.processor import format_groups
+
+    text = format_groups(groups)
+    assert text == 'g1\t123\t\t5000\t{"v":1}\ng2\t\t\t{}'
+    assert parse_groups(text) == groups
+
+
+def test_a_retried_batch_gives_the_same_rows_with_warm_monitors() -> None:
+    """Monitors kept warm between batches are used only when the stored state is the one they
+    were saved as: a batch run again from the state before it (a retry after a crash) gives the
+    same rows as the first time, though the warm monitor has moved on."""
+    from replimon.streaming.processor import MonitorLogic
+
+    events = simulate(20, "beyond_horizon:g1@8s", groups=2)
+    start = min(e["ts_ms"] for e in events)
+    logic = MonitorLogic(Limits(), LIVE, BUCKETS, snapshot_ms=3_000)
+    states: dict[int, _State] = defaultdict(_State)
+    handles: dict[int, _Handle] = defaultdict(_Handle)
+    for b in range(20):
+        now = start + (b + 1) * 1000
+        rows: dict[int, list[tuple[str, bytes]]] = defaultdict(list)
+        for i, ev in enumerate(events):
+            if start + b * 1000 <= ev["ts_ms"] < start + (b + 1) * 1000:
+                rows[bucket_of(ev["group"], BUCKETS)].append((ev["group"], pack([item(ev, i)])))
+        for bucket, got in sorted(rows.items()):
+            before = states[bucket].value
+            first = logic.on_rows(handles[bucket], states[bucket], got, now)
+            after = states[bucket].value
+            states[bucket].value = before
+            again = logic.on_rows(handles[bucket], states[bucket], got, now)
+            assert again == first and states[bucket].value == after

@@ -1,0 +1,211 @@
+"""Every failure an operator can cause ends with one line on stderr and a non-zero exit, never a
+traceback (docs/operations.md, "Exit status"): a table of them, each run as the real command in
+a subprocess, as an operator would."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replimon.embedded import EmbeddedBroker, EmbeddedPostgres
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+REPLIMON = [sys.executable, "-m", "replimon.cli"]
+NOISE = ("Traceback", "Exception", "Error:", "at java.", "py4j")
+
+
+def clean_environ(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("REPLIMON_")}
+    env.update(extra)
+    return env
+
+
+def run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*REPLIMON, *argv], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def one_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, f"want one line, got:\n{stderr}"
+    assert not any(word in lines[0] for word in ("Traceback", "File \"")), stderr
+    return lines[0]
+
+
+# (id, argv, environment, exit status, words the line must hold). No server needed.
+OFFLINE: list[tuple[str, list[str], dict[str, str], int, list[str]]] = [
+    ("map-not-json", ["config"], {"REPLIMON_STREAMING__SPARK_CONF": "notjson"}, 2,
+     ["REPLIMON_STREAMING__SPARK_CONF", "streaming.spark_conf", "JSON"]),
+    ("map-a-list", ["config"], {"REPLIMON_STREAMING__SPARK_CONF": "[1]"}, 2,
+     ["REPLIMON_STREAMING__SPARK_CONF", "streaming.spark_conf"]),
+    ("section-not-json", ["config"], {"REPLIMON_KAFKA__TOPICS": "x"}, 2,
+     ["REPLIMON_KAFKA__TOPICS", "kafka.topics", "JSON"]),
+    ("unknown-section", ["config"], {"REPLIMON_KAFKAA__X": "1"}, 2,
+     ["REPLIMON_KAFKAA__X", "unknown setting"]),
+    ("single-underscore", ["config"], {"REPLIMON_KAFKA_BOOTSTRAP_SERVERS": "k:9092"}, 2,
+     ["REPLIMON_KAFKA_BOOTSTRAP_SERVERS", "unknown setting"]),
+    ("unknown-field", ["config"], {"REPLIMON_KAFKA__NOPE": "1"}, 2, ["REPLIMON_KAFKA__NOPE", "kafka.nope"]),
+    ("bad-number", ["run"], {"REPLIMON_THRESHOLDS__NODE_SILENT_S": "soon"}, 2, ["thresholds.node_silent_s"]),
+    ("empty-dsn", ["run"], {"REPLIMON_POSTGRES__DSN": ""}, 2, ["postgres.dsn", "empty"]),
+    ("bad-dsn", ["run"], {"REPLIMON_POSTGRES__DSN": "notadsn"}, 2, ["postgres.dsn", "notadsn"]),
+    ("unreachable-dsn", ["run"], {"REPLIMON_POSTGRES__DSN": "postgresql://u:secret@127.0.0.1:1/x"}, 1,
+     ["cannot reach PostgreSQL", "127.0.0.1:1/x"]),
+    ("unknown-host-dsn", ["run"], {"REPLIMON_POSTGRES__DSN": "postgresql://u@nohost.invalid/x"}, 1,
+     ["cannot reach PostgreSQL", "nohost.invalid"]),
+    ("inject-after-end", ["simulate", "--inject", "beyond_horizon:g1@10m", "--duration", "30s", "--out", "x.jsonl"],
+     {}, 2, ["--inject", "never be injected"]),
+    ("report-unreachable-dsn", ["report", "live"], {"REPLIMON_POSTGRES__DSN": "postgresql://u:secret@127.0.0.1:1/x"},
+     1, ["PostgreSQL"]),
+]
+
+
+@pytest.mark.parametrize(("argv", "env", "status", "words"), [case[1:] for case in OFFLINE],
+                         ids=[case[0] for case in OFFLINE])
+def test_offline_failures_are_one_line(tmp_path: Path, argv: list[str], env: dict[str, str], status: int,
+                                       words: list[str]) -> None:
+    done = run(argv, clean_environ(**env), tmp_path)
+    line = one_line(done.stderr)
+    assert done.returncode == status, done.stderr
+    for word in words:
+        assert word in line, line
+    assert "secret" not in line  # a password in the DSN is never shown
+
+
+def test_check_with_no_valid_event_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "empty.jsonl").write_text("")
+    done = run(["check", "empty.jsonl"], clean_environ(), tmp_path)
+    assert done.returncode == 2
+    assert "no valid event" in one_line(done.stderr)
+
+
+def test_broker_unreachable_or_without_topics(tmp_path: Path, postgres: EmbeddedPostgres,
+                                              broker: EmbeddedBroker, topic_prefix: str) -> None:
+    env = clean_environ(REPLIMON_POSTGRES__DSN=postgres.dsn, REPLIMON_KAFKA__BOOTSTRAP_SERVERS="127.0.0.1:1")
+    started = time.monotonic()
+    done = run(["run"], env, tmp_path)
+    assert done.returncode == 1
+    assert "cannot reach the Kafka broker at 127.0.0.1:1" in one_line(done.stderr)
+    assert time.monotonic() - started < 60
+    env["REPLIMON_KAFKA__BOOTSTRAP_SERVERS"] = broker.bootstrap_servers
+    env["REPLIMON_KAFKA__TOPICS__DECISIONS"] = f"{topic_prefix}absent"
+    done = run(["run"], env, tmp_path)
+    assert done.returncode == 1
+    line = one_line(done.stderr)
+    assert "has no topic" in line and f"{topic_prefix}absent" in line
+
+
+def _children(pid: int) -> list[int]:
+    """Every descendant of ``pid`` (from /proc)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        kids = [p for p, parent in parents.items() if parent == current]
+        found += kids
+        todo += kids
+    return found
+
+
+def _start(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([*REPLIMON, *argv], env=env, cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _ready(proc: subprocess.Popen[str], prefix: str) -> str:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith(prefix), line
+    return line.strip().split("=", 1)[1]
+
+
+def test_db_notices_its_server_died(tmp_path: Path) -> None:
+    proc = _start(["db"], clean_environ(), tmp_path)
+    try:
+        _ready(proc, "REPLIMON_POSTGRES__DSN=")
+        postmaster = [p for p in _children(proc.pid) if "postgres" in Path(f"/proc/{p}/cmdline").read_text()]
+        assert postmaster
+        for pid in postmaster:
+            os.kill(pid, signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("replimon: db: PostgreSQL") and "exited on its own" in lines[-1]
+    assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize("command", ["db", "broker"])
+def test_stopping_a_server(tmp_path: Path, command: str, sig: int, status: int) -> None:
+    proc = _start([command], clean_environ(), tmp_path)
+    try:
+        _ready(proc, "REPLIMON_")
+        children = _children(proc.pid)
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == status
+    assert "Traceback" not in stderr
+    assert not [p for p in children if Path(f"/proc/{p}").exists()
+                and "Z" not in (Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[:1])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)], ids=["ctrl-c", "sigterm"])
+def test_stopping_run_is_clean(tmp_path: Path, postgres: EmbeddedPostgres, broker: EmbeddedBroker,
+                               topic_prefix: str, sig: int, status: int) -> None:
+    """``replimon run`` stopped while it works: the running batch finishes, no trace, 130 after
+    Ctrl-C and 0 after SIGTERM."""
+    from replimon.config import load_settings
+    from replimon.producers.publisher import Publisher
+    from replimon.producers.simulator import SimOptions, Simulator
+
+    names = {f: f"{topic_prefix}{f}" for f in ("decisions", "executions", "heartbeats", "config",
+                                                 "alerts", "state", "dead_letters")}
+    broker.create_topics(list(names.values()), 2)
+    env = clean_environ(REPLIMON_POSTGRES__DSN=postgres.dsn, REPLIMON_KAFKA__BOOTSTRAP_SERVERS=broker.bootstrap_servers,
+                        REPLIMON_PATHS__CHECKPOINT_DIR=str(tmp_path / "ck"),
+                        **{f"REPLIMON_KAFKA__TOPICS__{f.upper()}": n for f, n in names.items()})
+    settings: Any = load_settings(**{"kafka": {"bootstrap_servers": broker.bootstrap_servers, "topics": names}})
+    with Publisher.from_settings(settings) as publisher:
+        Simulator(SimOptions(groups=3, duration_ms=20_000, start_ms=int(time.time() * 1000) - 20_000),
+                  [], publisher.send).run()
+        publisher.flush()
+    proc = subprocess.Popen([*REPLIMON, "run", "--run-id", topic_prefix.strip("-")], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    seen: list[str] = []
+    try:
+        for line in proc.stderr:
+            seen.append(line)
+            if "replimon.job batch 1:" in line:  # the job works: stop it now
+                break
+        proc.send_signal(sig)
+        rest, _ = proc.communicate(timeout=180)[1], None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stderr = "".join(seen) + rest
+    assert proc.returncode == status, stderr[-3000:]
+    assert "replimon.run stopped" in stderr
+    for word in NOISE:
+        assert word not in stderr, f"{word!r} in:\n{stderr[-3000:]}"
