@@ -57,6 +57,8 @@ class Simulator:
             for name in group_names(options.groups, options.group_prefix)
         }
         self.injections = sorted(injections, key=lambda i: (i.at_ms, i.group, i.fault))
+        if self.injections and options.nodes < 3:
+            raise ValueError("the generations faults need at least 3 nodes (A, B and C)")
         for inj in self.injections:
             if inj.group not in self.groups:
                 raise ValueError(f"fault {inj.fault}: no group {inj.group!r} "

@@ -66,6 +66,15 @@ class GenGroupSim:
         self.quiet = False  # a fault script runs: no background restarts
         self.scripts: list[tuple[Iterator[Wait], Wait]] = []
         self.referee: str | None = None
+        # what fault scripts (faults.py) read and set; all inert in a clean run
+        self.elected: dict[int, tuple[Gen, tuple[str, ...]]] = {}  # num -> (gen, first donors)
+        self.committed: set[int] = set()  # generations with a published commit
+        self.xacts_paused = False
+        self.stream_blocked_until = 0  # no recovery stream reaches ParallelSafe before this
+        self.tamper: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {}
+        self.donors_override: tuple[str, ...] | None = None  # the next campaign's donors
+        self.online_anyway: str | None = None  # this node goes ONLINE at its next switch
+        self.held: tuple[GenNode, Gen, tuple[str, ...]] | None = None  # a campaign won, untold
         ids = tuple(f"n{i}" for i in range(1, n + 1))
         self.configured = ids
         first = Gen(1, ids, ids)  # seed: "Initially we set first generation <1, all nodes>"
@@ -75,6 +84,7 @@ class GenGroupSim:
                        last_online_in=1, last_vote=first)
             for i in ids
         }
+        self.elected[1] = (first, ids)
         for node in self.nodes.values():
             node.next_hb = node.hb_phase_ms
             self.publish_state(node, "load")
@@ -86,13 +96,29 @@ class GenGroupSim:
                  "incarnation": node.incarnation, **body}
         node.seq += 1
         self.events += 1
+        if type_ == "gen.state" and node.id in self.tamper:
+            changed = self.tamper[node.id](event)  # None: not the event the fault waits for
+            if changed is not None:
+                del self.tamper[node.id]
+                event = changed
         self.emit(event)
 
-    def publish_state(self, node: GenNode, cause: str, **extra: Any) -> None:
+    def publish_state(self, node: GenNode, cause: str, *, state: GenNode | None = None,
+                      **extra: Any) -> None:
+        """A ``gen.state`` of ``node`` reporting its state (or ``state``: a fault's stale copy)."""
+        s = state or node
         self.publish(node, "gen.state", {
-            "cause": cause, "gen": node.gen.to_json(), "donors": list(node.donors),
-            "last_online_in": node.last_online_in, "last_vote": node.last_vote.to_json(),
-            "status": node.status, **extra})
+            "cause": cause, "gen": s.gen.to_json(), "donors": list(s.donors),
+            "last_online_in": s.last_online_in, "last_vote": s.last_vote.to_json(),
+            "status": s.status, **extra})
+
+    def restart(self, node: GenNode, state: GenNode | None = None) -> None:
+        """The node comes back as a new incarnation and loads its persisted state."""
+        node.down_until = None
+        node.incarnation += 1
+        node.seq = 0
+        node.next_hb = self.t + node.hb_phase_ms % self.heartbeat_ms
+        self.publish_state(node, "load", state=state)
 
     def heartbeat(self, node: GenNode) -> None:
         status = NODE_STATUS[node.status] if self.has_quorum(node) else "isolated"
@@ -135,8 +161,12 @@ class GenGroupSim:
             node.last_vote = gen
         node.gen, node.donors = gen, donors
         node.recovery_from = node.recovery_done = None
+        self.elected.setdefault(gen.num, (gen, donors))
         eligible = node.id in gen.members and gen.quorum and node.last_vote.num <= gen.num
-        if eligible and node.id in donors:
+        anyway = self.online_anyway == node.id  # a fault: ONLINE without being an eligible donor
+        if anyway:
+            self.online_anyway = None
+        if anyway or (eligible and node.id in donors):
             node.last_online_in = gen.num  # writes ParallelSafe<gen> first, then persists
         self.publish_state(node, "switch")
 
@@ -161,10 +191,15 @@ class GenGroupSim:
             return True
         return node.status == "ONLINE" and not set(node.gen.members) <= self.clique(node)
 
-    def campaign(self, c: GenNode) -> None:
-        """``CampaignMyself`` then ``CampaignTour``, answered at once by every reachable node."""
+    def campaign(self, c: GenNode, members: tuple[str, ...] | None = None,
+                 hold: bool = False) -> Gen | None:
+        """``CampaignMyself`` then ``CampaignTour``, answered at once by every reachable node.
+        Fault scripts may name the members, or ``hold`` the result (votes granted, nobody told);
+        returns the generation won, if any."""
         clique = self.clique(c)
-        members = tuple(i for i in self.configured if i == c.id or (i in clique and i in c.gen.members))
+        if members is None:
+            members = tuple(i for i in self.configured
+                            if i == c.id or (i in clique and i in c.gen.members))
         proposal = Gen(c.last_vote.num + 1, members, self.configured)
         c.last_vote = proposal
         self.publish_state(c, "vote", vote={**proposal.to_json(), "candidate": c.id})
@@ -181,15 +216,25 @@ class GenGroupSim:
             if too_low >= c.last_vote.num:
                 c.last_vote = Gen(too_low, (), ())
                 self.publish_state(c, "bump")
-            return
+            return None
         if len(votes) + self.referee_vote(c) < majority(len(self.configured)):
-            return
+            return None
         top = max(votes.values())
         donors = tuple(i for i in members if votes.get(i) == top)
+        if self.donors_override is not None:
+            donors, self.donors_override = self.donors_override, None
         if not donors:
-            return  # the most recent voter is not a member: let it campaign for itself
-        for i in [c.id, *sorted(clique - {c.id})]:
-            self.consider_switch(self.nodes[i], proposal, donors)
+            return None  # the most recent voter is not a member: let it campaign for itself
+        if hold:
+            self.held = (c, proposal, donors)
+        else:
+            self.announce(c, proposal, donors)
+        return proposal
+
+    def announce(self, c: GenNode, gen: Gen, donors: tuple[str, ...]) -> None:
+        """CurrentGenIs: the campaigner and every node it reaches consider the new generation."""
+        for i in [c.id, *sorted(self.clique(c) - {c.id})]:
+            self.consider_switch(self.nodes[i], gen, donors)
 
     def learn(self, node: GenNode) -> None:
         """A node hears of a higher generation from a peer it reaches (CurrentGenIs, PREPARE,
@@ -217,24 +262,31 @@ class GenGroupSim:
                     node.recovery_done = self.t + self.rng.randint(1_000, 4_000)
                     break
             return
-        if node.recovery_done is not None and self.t >= node.recovery_done:
+        if node.recovery_done is not None and self.t >= max(node.recovery_done, self.stream_blocked_until):
             node.last_online_in = node.gen.num
             node.recovery_from = node.recovery_done = None
             self.publish_state(node, "online", via="parallel_safe", source=source.id)
 
     # ------------------------------------------------------------------------------ xacts
-    def xact(self, coord: GenNode) -> None:
-        """One two-phase transaction coordinated by an ONLINE node (module docstring)."""
-        coord.xid += 1
+    def xact(self, coord: GenNode, sampled: bool = False, abort: bool = False,
+             fault: str | None = None) -> str:
+        """One two-phase transaction coordinated by an ONLINE node (module docstring); fault
+        scripts may ask for a published one (``sampled``), an abort before precommit, or a fault:
+        ``divergent`` (a replica aborts what the coordinator commits), ``unprepared`` (the commit
+        lists one member less in ``prepared_by``). Returns the gid."""
         gen = coord.gen
-        gid = f"MTM-{coord.id.lstrip('n')}-{coord.xid}-{gen.num}"
+        while True:
+            coord.xid += 1
+            gid = f"MTM-{coord.id.lstrip('n')}-{coord.xid}-{gen.num}"
+            if not sampled or zlib.crc32(gid.encode()) % max(self.xact_sample, 1) == 0:
+                break
         at = {"num": gen.num, "status": "ONLINE"}
         ready = [self.nodes[i] for i in gen.members if i != coord.id
                  and self.connected(coord, self.nodes[i]) and self.nodes[i].gen.num == gen.num
                  and self.nodes[i].status == "ONLINE"]
-        commit = len(ready) == len(gen.members) - 1
+        commit = len(ready) == len(gen.members) - 1 and not abort
         if not self.xact_sample or zlib.crc32(gid.encode()) % self.xact_sample:
-            return  # not sampled: the transaction happens, nobody publishes it
+            return gid  # not sampled: the transaction happens, nobody publishes it
         base = {"gid": gid, "xgen": gen.num}
         self.publish(coord, "gen.xact", {**base, "phase": "prepared", "role": "coordinator",
                                          "at": at, "xmembers": list(gen.members)})
@@ -242,15 +294,19 @@ class GenGroupSim:
             self.publish(r, "gen.xact", {**base, "phase": "prepared", "role": "replica",
                                          "mode": "normal", "at": at})
         if commit:
+            self.committed.add(gen.num)
+            acks = [i for i in gen.members if not (fault == "unprepared" and i == gen.members[-1])]
             self.publish(coord, "gen.xact", {**base, "phase": "committed", "role": "coordinator",
-                                             "prepared_by": list(gen.members),
-                                             "xmembers": list(gen.members)})
+                                             "prepared_by": acks, "xmembers": list(gen.members)})
         else:
             self.publish(coord, "gen.xact", {**base, "phase": "aborted", "role": "coordinator",
                                              "xmembers": list(gen.members)})
         outcome = "committed" if commit else "aborted"
         for r in ready:
-            self.publish(r, "gen.xact", {**base, "phase": outcome, "role": "replica", "mode": "normal"})
+            wrong = fault == "divergent" and r is ready[-1]
+            self.publish(r, "gen.xact", {**base, "phase": "aborted" if wrong else outcome,
+                                         "role": "replica", "mode": "normal"})
+        return gid
 
     # ---------------------------------------------------------------------------- fault scripts
     def after(self, ms: int) -> Wait:
@@ -283,17 +339,16 @@ class GenGroupSim:
     def restarts(self, t: int) -> None:
         for node in self.nodes.values():
             if node.down_until is not None and t >= node.down_until:
-                node.down_until = None
-                node.incarnation += 1
-                node.seq = 0
-                node.next_hb = t + node.hb_phase_ms % self.heartbeat_ms
-                self.publish_state(node, "load")
+                self.restart(node)
         every = self.restart_every_s * 1000
         if not self.quiet and every > 0 and self.settled() \
                 and self.rng.random() < self.tick_ms / every:
-            node = self.nodes[self.rng.choice(self.configured)]
-            node.down_until = t + self.rng.randint(1_000, 3_000)
-            node.campaign_at = None
+            self.crash(self.nodes[self.rng.choice(self.configured)], self.rng.randint(1_000, 3_000))
+
+    def crash(self, node: GenNode, ms: int) -> None:
+        node.down_until = self.t + ms
+        node.campaign_at = None
+        node.recovery_from = node.recovery_done = None
 
     def tick(self, t: int) -> None:
         self.t = t
@@ -337,5 +392,5 @@ class GenGroupSim:
         while self.xact_credit >= 1:
             self.xact_credit -= 1
             online = [n for i, n in self.nodes.items() if n.reachable and n.status == "ONLINE"]
-            if online:
+            if online and not self.xacts_paused:
                 self.xact(self.rng.choice(online))

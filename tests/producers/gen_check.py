@@ -114,7 +114,8 @@ def _state(ev: dict[str, Any], node: _Node, found: set[str], registry: dict[int,
         if ev["cause"] == "switch":
             if ev["node"] not in ev["donors"]:
                 found.add("GEN_ONLINE_UNRECOVERED")
-            switches.append((_numbers(prev)["online"], m, frozenset(gen["configured"])))
+            else:  # ONLINE as a donor: GEN_DONOR_STALE's case
+                switches.append((_numbers(prev)["online"], m, frozenset(gen["configured"])))
         elif ev["via"] == "parallel_safe" and "source" in ev:
             ps_sources.append((ev["source"], m, ev["ts_ms"]))
 

@@ -18,6 +18,7 @@ import pytest
 from replimon.contract import Invalid, parse_event
 from replimon.contract.parse import SCHEMA_PATH
 from replimon.producers.simulator_gen import (
+    CATALOGUE,
     JsonlSink,
     SimOptions,
     Simulator,
@@ -133,3 +134,42 @@ def test_a_clean_run_satisfies_the_tla_invariants() -> None:
         before = top.get(key, (0, 0, 0))
         assert (num, lv, loi) >= before and all(a >= b for a, b in zip((num, lv, loi), before, strict=True))
         top[key] = (num, lv, loi)
+
+
+# ------------------------------------------------------------------------------------- faults
+@pytest.mark.parametrize("fault", sorted(CATALOGUE))
+def test_each_fault_raises_exactly_its_alert_and_each_near_miss_nothing(fault: str) -> None:
+    events = run(150_000, (f"{fault}:pg1@10s",), groups=2, nodes=3, seed=5)
+    alert = CATALOGUE[fault].alert
+    assert check(events) == {"pg1": {alert} if alert else set(), "pg2": set()}
+    for raw in map(json.dumps, events):
+        assert not isinstance(parse_event(raw), Invalid), raw
+
+
+def test_injection_syntax_and_errors() -> None:
+    inj = parse_injection("gen_regression:pg2@1.5s")
+    assert (inj.fault, inj.group, inj.at_ms) == ("gen_regression", "pg2", 1_500)
+    assert parse_injection("gen_no_online").group == "pg1"
+    with pytest.raises(ValueError, match="unknown fault"):
+        parse_injection("beyond_horizon")
+    with pytest.raises(ValueError, match="no group"):
+        Simulator(SimOptions(groups=1), [parse_injection("gen_regression:pg2")])
+    with pytest.raises(ValueError, match="3 nodes"):
+        Simulator(SimOptions(nodes=2), [parse_injection("gen_regression")])
+
+
+def test_every_alert_of_the_catalogue_has_a_fault_and_a_near_miss() -> None:
+    alerts = {spec.alert for spec in CATALOGUE.values()} - {None}
+    assert len(alerts) == 13  # docs/families.md 2.7 (GEN_ELECTED is info, not a fault)
+    for name, spec in CATALOGUE.items():
+        if spec.alert is not None:
+            assert f"{name}_near_miss" in CATALOGUE, name
+
+
+def test_the_manifest_names_each_fault_and_its_alert() -> None:
+    sim = Simulator(SimOptions(groups=1, duration_ms=60_000, seed=5),
+                    [parse_injection("gen_xact_divergent@10s")])
+    summary = sim.run()
+    assert summary.faults == [{"fault": "gen_xact_divergent", "alert": "GEN_XACT_DIVERGENT",
+                               "group": "pg1", "at_ms": 10_000, "ts_ms": 1767225610000,
+                               "gid": summary.faults[0]["gid"]}]
