@@ -18,6 +18,9 @@ that an integration team can validate with any JSON Schema tool:
 
 Values that are well-formed but unsafe (an event horizon of 500, an old protocol) are NOT rejected
 here: they are what the monitor's rules exist to catch (EH_OUT_OF_DOMAIN and friends).
+
+These are XCom's types; the generations family's are in ``models_gen.py``. ``Event`` below is the
+one union of every family's types (docs/contract.md, "Protocol families").
 """
 
 from __future__ import annotations

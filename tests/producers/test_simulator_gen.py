@@ -14,6 +14,8 @@ from typing import Any
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replimon.contract import Invalid, parse_event
 from replimon.contract.parse import SCHEMA_PATH
@@ -111,6 +113,16 @@ def test_clean_runs_raise_nothing(seed: int, nodes: int) -> None:
     gens = max(e["gen"]["num"] for e in events if e["type"] == "gen.state")
     assert gens > 10  # many generations were elected
     assert sum(e["type"] == "gen.xact" and e["phase"] == "committed" for e in events) > 1_000
+
+
+@settings(max_examples=8, deadline=None, database=None)
+@given(seed=st.integers(0, 10_000), nodes=st.integers(2, 5),
+       restart_every_s=st.sampled_from([4.0, 10.0, 30.0]), xact_sample=st.integers(0, 5))
+def test_random_clean_histories_never_alert(seed: int, nodes: int, restart_every_s: float,
+                                            xact_sample: int) -> None:
+    events = run(120_000, groups=1, nodes=nodes, seed=seed, restart_every_s=restart_every_s,
+                 xact_sample=xact_sample)
+    assert check(events) == {"pg1": set()}
 
 
 def test_a_clean_run_satisfies_the_tla_invariants() -> None:
