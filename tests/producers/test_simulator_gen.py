@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replimon.contract import Invalid, parse_event
+from replimon.contract.fast import accepts
 from replimon.contract.parse import SCHEMA_PATH
 from replimon.producers.simulator_gen import (
     CATALOGUE,
@@ -67,6 +68,7 @@ def test_every_event_is_contract_valid_and_matches_the_schema() -> None:
         raw = json.dumps(event, separators=(",", ":"))
         parsed = parse_event(raw)
         assert not isinstance(parsed, Invalid), (parsed, raw)
+        assert accepts(json.loads(raw)), raw  # every simulator event takes the fast path
         validator.validate(event)
         kinds.add((event["type"], event.get("cause") or event.get("phase") or event["node_status"]))
     assert {("gen.state", c) for c in ("load", "switch", "online", "vote")} <= kinds
@@ -156,6 +158,7 @@ def test_each_fault_raises_exactly_its_alert_and_each_near_miss_nothing(fault: s
     assert check(events) == {"pg1": {alert} if alert else set(), "pg2": set()}
     for raw in map(json.dumps, events):
         assert not isinstance(parse_event(raw), Invalid), raw
+        assert accepts(json.loads(raw)), raw
 
 
 def test_injection_syntax_and_errors() -> None:
