@@ -118,13 +118,12 @@ def gen_regression(g: GenGroupSim, inj: Injection, stale: bool = True) -> Iterat
 def gen_state_inconsistent(g: GenGroupSim, inj: Injection) -> Iterator[Wait]:
     """B, back from a crash, switches to the new generation but reports its old last_vote."""
     _, b, _ = _abc(g)
-    old = b.last_vote
+    yield from _excluded(g, b, hold=True)
+    old = b.last_vote  # what it had before the generation elected without it
 
     def stale_vote(e: dict[str, Any]) -> dict[str, Any] | None:
         return {**e, "last_vote": old.to_json()} if e["cause"] == "switch" else None
 
-    yield from _excluded(g, b, hold=True)
-    old = b.last_vote
     g.tamper[b.id] = stale_vote
     g.restart(b)
     inj.notes.update(node=b.id, last_vote=old.num)

@@ -24,6 +24,10 @@ What it models (docs/families.md 2.1; docs/seeds/002-mtm-generations.md, "The vo
   published (``gen.xact``), by every node that took part.
 * **Heartbeats** every ``heartbeat_ms``; node restarts (a new incarnation that loads its state).
 
+Fault scripts (``faults.py``) drive the same machinery through a few hooks that are inert in a
+clean run: a report tampered with, a node that goes ONLINE anyway, the donors of a campaign, a
+campaign won and held back, a blocked recovery stream, paused or faulty transactions.
+
 Every event is published after the change it reports, with the node's next ``seq`` (duty 1 of
 docs/families.md 1.2), so a node's seq order is the order of its state changes. Everything random
 comes from the group's own seeded ``random.Random`` and every time from the tick clock, so a run
@@ -68,7 +72,6 @@ class GenGroupSim:
         self.referee: str | None = None
         # what fault scripts (faults.py) read and set; all inert in a clean run
         self.elected: dict[int, tuple[Gen, tuple[str, ...]]] = {}  # num -> (gen, first donors)
-        self.committed: set[int] = set()  # generations with a published commit
         self.xacts_paused = False
         self.stream_blocked_until = 0  # no recovery stream reaches ParallelSafe before this
         self.tamper: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {}
@@ -294,7 +297,6 @@ class GenGroupSim:
             self.publish(r, "gen.xact", {**base, "phase": "prepared", "role": "replica",
                                          "mode": "normal", "at": at})
         if commit:
-            self.committed.add(gen.num)
             acks = [i for i in gen.members if not (fault == "unprepared" and i == gen.members[-1])]
             self.publish(coord, "gen.xact", {**base, "phase": "committed", "role": "coordinator",
                                              "prepared_by": acks, "xmembers": list(gen.members)})
