@@ -124,6 +124,9 @@ class Thresholds(_Section):
     executor_lag_s: float = Field(10.0, gt=0)
     group_silent_s: float = Field(15.0, gt=0)
     skew_s: float = Field(2.0, ge=0, description="tolerated cross-node event-time disorder")
+    gen_no_online_s: float = Field(15.0, gt=0, description="generations: no node online this long")
+    gen_recovery_stuck_s: float = Field(60.0, gt=0, description="generations: a node in recovery this long")
+    gen_vote_stuck_s: float = Field(30.0, gt=0, description="generations: a promised number nobody switched to")
 
     @model_validator(mode="after")
     def _domain_ordered(self) -> Thresholds:

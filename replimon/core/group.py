@@ -126,6 +126,9 @@ class GroupMonitor:
             return None
         members = self.family.members()
         node = None if members is None else self.live.silence_deadline(members)
+        wedge = self.family.deadline()
+        if wedge is not None and (node is None or wedge < node):
+            node = wedge
         if "group_silent" in ctx.open:
             return node
         group = ctx.clock + ctx.limits.group_silent_ms + ctx.limits.skew_ms

@@ -217,12 +217,39 @@ def test_xact_divergent_and_an_abort_everywhere() -> None:
     assert ok.kinds() == set()
 
 
-def test_every_gen_kind_has_a_history_in_this_file() -> None:
-    # Each GEN_ kind is asserted by name in a test above that fires it (and its near miss).
-    from pathlib import Path
 
-    from replimon.core.alerts import KINDS
+def e1(near_miss: bool = False, cut_after: int | None = None) -> Trace:
+    """docs/families.md 2.8 E1: C gets online on a ParallelSafe record from A, which is still
+    recovering in 7 (near miss: A's own ONLINE in 7, stamped before C's, arrives after it)."""
+    t = Trace()
+    t.state("B", 1000, "switch", 7, "ONLINE", loi=7, lv=7, seq=20)
+    t.state("A", 1000, "switch", 7, "RECOVERY", loi=6, lv=7, seq=10)
+    t.state("C", 1010, "switch", 7, "RECOVERY", loi=5, lv=7, seq=15)
+    t.state("C", 1600, "online", 7, "ONLINE", loi=7, lv=7, seq=16, via="parallel_safe", source="A")
+    if near_miss:
+        t.state("A", 1590, "online", 7, "ONLINE", loi=7, lv=7, seq=11, via="parallel_safe", source="B")
+    else:
+        t.beat("A", 2500, 7, loi=6, lv=7, status="recovery", seq=11)
+    t.beat("A", 4200, 7, loi=7 if near_miss else 6, lv=7, status="online" if near_miss else "recovery",
+           seq=12)
+    if cut_after is not None:
+        t.events = t.events[:cut_after]
+    return t
 
-    text = Path(__file__).read_text(encoding="utf-8")
-    firing = {k for k in KINDS if k.startswith("GEN_") and k != "GEN_ELECTED"}
-    assert all(f'"{k}"' in text for k in firing)
+
+def test_e1_parallel_safe_from_a_node_that_never_got_online() -> None:
+    alerts = [a for a in Monitor().run(e1().events) if a.kind == "GEN_ONLINE_UNRECOVERED"]
+    assert [(a.node, a.instance) for a in alerts] == [("C", 7)]
+
+
+def test_e1_near_miss_the_source_online_report_arrives_after() -> None:
+    assert e1(near_miss=True).kinds() == set()
+
+
+def test_e1_no_verdict_without_the_source_history_past_the_skew() -> None:
+    # A's history ends at 2500 < 1600 + skew: the end of input gives no verdict
+    assert e1(cut_after=5).kinds() == set()
+    # a gap in A's history (seq 11 missing): no verdict either
+    t = e1()
+    t.events = [e for e in t.events if not (e["node"] == "A" and e["seq"] == 11)]
+    assert "GEN_ONLINE_UNRECOVERED" not in t.kinds()

@@ -5,9 +5,9 @@ Events, in each node's seq order: ``gen.state`` (a completed transition of the n
 generation state), ``gen.heartbeat`` (every second: the same numbers, ``node_status`` and
 ``suspects``) and ``gen.xact`` (sampled transactions). What the family supplies to the shared
 rules (docs/families.md 2.5): the members expected to publish are the ``configured`` set of the
-highest generation reported; the quorum set is that set with its majority, counted with the
-heartbeats' ``suspects``; there is no decided frontier (NO_PROGRESS and EXECUTOR_LAG are not
-supplied).
+highest generation reported; there is no quorum set (GEN_NO_ONLINE is the family's loss of
+quorum, ``wedges.py`` says why) and no decided frontier (NO_PROGRESS and EXECUTOR_LAG are not
+supplied). The wedges are in ``wedges.py``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from dataclasses import fields
 from typing import Any, ClassVar
 
 from replimon.core.rules.base import Context, Handler, NodeState, Src
+from replimon.core.rules.gen.held import HeldOnline
 from replimon.core.rules.gen.nodes import Gen, GenNode, members_of
 from replimon.core.rules.gen.safety import GenSafety, majority
+from replimon.core.rules.gen.wedges import GenWedges
 from replimon.core.rules.liveness import Liveness
 
 GEN = "gen"
@@ -30,13 +32,15 @@ class GenRules:
     name: ClassVar[str] = GEN
     types: ClassVar[frozenset[str]] = frozenset(("gen.state", "gen.heartbeat", "gen.xact"))
 
-    __slots__ = ("ctx", "live", "nodes", "safety")
+    __slots__ = ("ctx", "live", "nodes", "safety", "wedges", "held")
 
     def __init__(self, ctx: Context, live: Liveness) -> None:
         self.ctx = ctx
         self.live = live
         self.nodes: dict[str, GenNode] = {}
         self.safety = GenSafety(ctx)
+        self.wedges = GenWedges(ctx, live)
+        self.held = HeldOnline(ctx)
 
     @property
     def trusted(self) -> bool:
@@ -60,6 +64,9 @@ class GenRules:
         inc, seq = ev["incarnation"], ev["seq"]
         if inc != gn.last_inc or seq != gn.last_seq + 1:
             gn.contiguous = False
+            gn.epoch += 1
+        if ev["ts_ms"] > gn.ts:
+            gn.ts = ev["ts_ms"]
         gn.last_inc, gn.last_seq = inc, seq
         return gn
 
@@ -88,9 +95,12 @@ class GenRules:
             gen = safety.gens.get(loi)
             if gen is not None:
                 safety.went_online(gn, node, loi, gen.members, gen.configured, ev, src)
+                if ev["cause"] == "online":
+                    self.held.register(node, loi, ev, src, self.nodes)
         if (m, status) != (gn.gen, gn.status):
             gn.since = ev["ts_ms"]
         gn.gen, gn.status, gn.loi = m, status, loi
+        self.wedges.seen(ev["ts_ms"], status == "ONLINE")
         gn.vote = [lv["num"], list(members_of(lv["members"])), list(members_of(lv["configured"]))]
         gn.report, gn.contiguous = self.ctx.ref(ev, src), True
 
@@ -102,6 +112,7 @@ class GenRules:
                                           "last_online_in": loi}, ev, src)
         self.safety.inconsistent(node, _inconsistent(gen, lv, loi), ev, src)
         gn.node_status = ev["node_status"]
+        self.wedges.seen(ev["ts_ms"], gn.node_status == "online")
         gn.gen, gn.loi = gen, loi
         gn.report, gn.contiguous = self.ctx.ref(ev, src), True
 
@@ -120,13 +131,20 @@ class GenRules:
         return None if cur is None else cur.configured
 
     def quorum_set(self) -> tuple[tuple[str, ...], int] | None:
-        cur = self._current()
-        return None if cur is None else (cur.configured, majority(len(cur.configured)))
+        """None: GEN_NO_ONLINE is the family's loss of quorum (rules/gen/wedges.py says why)."""
+        return None
+
+    def deadline(self) -> int | None:
+        gens = self.safety.gens
+        return self.wedges.deadline(self._current(), self.nodes, max(gens) if gens else -1)
 
     def settle(self, *, final: bool = False) -> None:
-        """No verdict is held back yet (GEN_ONLINE_UNRECOVERED (b) will be)."""
+        """GEN_ONLINE_UNRECOVERED (b), held for its source's history (``held.py``)."""
+        self.held.settle(self.nodes, final=final)
 
     def evaluate(self) -> None:
+        gens = self.safety.gens
+        self.wedges.evaluate(self._current(), self.nodes, max(gens) if gens else -1)
         self.safety.prune(self.ctx.clock)
 
     def flush(self) -> None:
@@ -152,7 +170,9 @@ class GenRules:
                 "gens": [[g.num, list(g.members), list(g.configured), g.first] for g in s.gens.values()],
                 "xacts": {gid: dict(seen) for gid, seen in s.xacts.items()},
                 "committed": [[m, *v] for m, v in s.committed.items()],
-                "switches": [list(e) for e in s.switches]}
+                "switches": [list(e) for e in s.switches],
+                "wedges": self.wedges.dump(),
+                "held": [list(e) for e in self.held.pending]}
 
     def load(self, d: dict[str, Any]) -> None:
         s = self.safety
@@ -161,6 +181,8 @@ class GenRules:
         s.xacts = {gid: dict(seen) for gid, seen in d["xacts"].items()}
         s.committed = {c[0]: [c[1], c[2]] for c in d["committed"]}
         s.switches = [list(e) for e in d["switches"]]
+        self.wedges.load(d["wedges"])
+        self.held.pending = [list(e) for e in d["held"]]
 
 
 def _inconsistent(gen: int, lv: int, loi: int) -> list[str]:

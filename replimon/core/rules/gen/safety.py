@@ -92,7 +92,9 @@ class GenSafety:
             old = before[name]
             if 0 <= value < old:
                 ctx.violation(
-                    "GEN_REGRESSION", (node, name, ev["incarnation"], ev["seq"]),
+                    # Once per field and incarnation: a node that loaded a stale state repeats
+                    # it in every later report (docs/rules.md, "GEN_REGRESSION").
+                    "GEN_REGRESSION", (node, name, ev["incarnation"]),
                     f"{node} reports {name} {value}, lower than the {old} it reported before: the "
                     "generation state is persisted before it is acted on and must never go back.",
                     ev["ts_ms"], node=node,
