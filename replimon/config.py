@@ -125,6 +125,9 @@ class Thresholds(_Section):
     group_silent_s: float = Field(15.0, gt=0)
     skew_s: float = Field(2.0, ge=0, description="tolerated cross-node event-time disorder")
     clock_skew_s: float = Field(300.0, gt=0, description="a node's clock further ahead than this is CLOCK_SKEW")
+    gen_no_online_s: float = Field(15.0, gt=0, description="generations: no node online this long")
+    gen_recovery_stuck_s: float = Field(60.0, gt=0, description="generations: a node in recovery this long")
+    gen_vote_stuck_s: float = Field(30.0, gt=0, description="generations: a promised number nobody switched to")
 
     @model_validator(mode="after")
     def _domain_ordered(self) -> Thresholds:

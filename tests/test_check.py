@@ -176,3 +176,24 @@ def test_one_node_ten_years_ahead_is_one_clock_skew_warning(tmp_path: Path, caps
     (alert,) = alerts_of(capsys.readouterr().out)
     assert (alert["kind"], alert["group"], alert["node"], alert["severity"]) == ("CLOCK_SKEW", "g2", "n1", "warning")
     assert main(["check", str(skewed), "--min-severity", "warning"]) == 0
+
+
+def test_a_file_mixing_xcom_and_generations_groups(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each group is checked by its family's rules (the family of its first event's type)."""
+    from replimon.producers.simulator_gen import SimOptions as GenOptions
+    from replimon.producers.simulator_gen import Simulator as GenSimulator
+    from replimon.producers.simulator_gen import parse_injection as gen_injection
+
+    events: list[dict[str, Any]] = []
+    Simulator(SimOptions(groups=2, duration_ms=60_000, seed=4), [parse_injection("beyond_horizon:g2@20s")],
+              events.append).run()
+    GenSimulator(GenOptions(groups=2, nodes=3, duration_ms=60_000, seed=5),
+                 [gen_injection("gen_donor_stale:pg1@10s")], events.append).run()
+    events.sort(key=lambda e: e["ts_ms"])
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert main(["check", str(path), "--min-severity", "warning"]) == 1
+    captured = capsys.readouterr()
+    got = sorted((a["group"], a["kind"]) for a in alerts_of(captured.out))
+    assert got == [("g2", "BEYOND_HORIZON"), ("pg1", "GEN_DONOR_STALE")]
+    assert "from 4 group(s)" in captured.err and "0 bad line(s)" in captured.err

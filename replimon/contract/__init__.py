@@ -1,6 +1,10 @@
-"""Event contract v1 (docs/contract.md): models, parser, JSON Schema."""
+"""Event contract v1 (docs/contract.md): models, parser, JSON Schema; XCom's types and the
+generations family's (``gen.*``, docs/families.md section 2)."""
 
 from replimon.contract.models import (
+    EVENT_FAMILIES,
+    EVENT_TOPICS,
+    EVENT_TYPES,
     ConfigCommand,
     ConfigReport,
     Decision,
@@ -9,6 +13,15 @@ from replimon.contract.models import (
     Member,
     NodeRef,
     View,
+)
+from replimon.contract.models_gen import (
+    Generation,
+    GenHeartbeat,
+    GenState,
+    GenXact,
+    GrantedVote,
+    LastVote,
+    XactAt,
 )
 from replimon.contract.parse import (
     AnyEvent,
@@ -20,16 +33,26 @@ from replimon.contract.parse import (
 )
 
 __all__ = [
+    "EVENT_FAMILIES",
+    "EVENT_TOPICS",
+    "EVENT_TYPES",
     "AnyEvent",
     "ConfigCommand",
     "ConfigReport",
     "Decision",
     "Execution",
+    "GenHeartbeat",
+    "GenState",
+    "GenXact",
+    "Generation",
+    "GrantedVote",
     "Heartbeat",
+    "LastVote",
     "Invalid",
     "Member",
     "NodeRef",
     "View",
+    "XactAt",
     "decode_event",
     "event_to_dict",
     "json_schema",

@@ -11,7 +11,8 @@ It exists for speed: validating a decoded dict with the models costs several mic
 event, about as much as the rest of the monitor; these checks cost about one.
 
 Where it is deliberately narrower than the models (False, so the models decide): a free-text
-field (``version``, ``reason``) that is not ASCII; anything ``None`` (the models refuse null).
+field (``version``, ``reason``, ``gid``) that is not ASCII; anything ``None`` (the models refuse
+null). It covers XCom's types and the generations family's (``models_gen.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,15 @@ import re
 from typing import Any
 
 from replimon.contract.models import CONFIG_OPS, DECISION_KINDS, INT64_MAX, STATUSES
+from replimon.contract.models_gen import (
+    GEN_CAUSES,
+    GEN_STATUSES,
+    GEN_VIA,
+    NODE_STATUSES,
+    XACT_MODES,
+    XACT_PHASES,
+    XACT_ROLES,
+)
 
 _ID = re.compile(r"[A-Za-z0-9._:-]{1,128}").fullmatch
 _DIGEST = re.compile(r"[0-9a-fA-F]{1,128}").fullmatch
@@ -33,6 +43,12 @@ _KEYS = {
                   frozenset(("view", "cache_size", "suspects", "version"))),
     "config": (_ENVELOPE | {"instance", "outcome"},
                frozenset(("start", "event_horizon", "members", "reason"))),
+    "gen.state": (_ENVELOPE | {"cause", "gen", "donors", "last_online_in", "last_vote", "status"},
+                  frozenset(("via", "source", "vote"))),
+    "gen.xact": (_ENVELOPE | {"gid", "xgen", "phase", "role"},
+                 frozenset(("mode", "at", "prepared_by", "xmembers"))),
+    "gen.heartbeat": (_ENVELOPE | {"gen_num", "last_online_in", "last_vote_num", "node_status",
+                                   "suspects", "xact_sample"}, frozenset()),
 }
 _ALLOWED = {t: required | optional for t, (required, optional) in _KEYS.items()}
 _KINDS = frozenset(DECISION_KINDS)
@@ -144,8 +160,76 @@ def _report(e: dict[str, Any]) -> bool:
     return False
 
 
+# ---------------------------------------------------------------- generations (models_gen.py)
+_GEN_KEYS = frozenset(("num", "members", "configured"))
+_VOTE_KEYS = _GEN_KEYS | {"candidate"}
+_AT_KEYS = frozenset(("num", "status"))
+
+
+def _positive(x: Any) -> bool:
+    return type(x) is int and 1 <= x <= INT64_MAX
+
+
+def _one_of(x: Any, values: tuple[str, ...]) -> bool:
+    return type(x) is str and x in values
+
+
+def _id_set(x: Any, nonempty: bool = False) -> bool:
+    """A list of ids naming no node twice."""
+    return (type(x) is list and (bool(x) or not nonempty) and all(_id(i) for i in x)
+            and len(set(x)) == len(x))
+
+
+def _generation(g: Any, keys: frozenset[str] = _GEN_KEYS, full: bool = True) -> bool:
+    """``gen`` and ``vote`` (``full``: num >= 1 and non-empty sets) or ``last_vote``."""
+    if type(g) is not dict or g.keys() != keys:
+        return False
+    num_ok = _positive(g["num"]) if full else _nonneg(g["num"])
+    return num_ok and _id_set(g["members"], full) and _id_set(g["configured"], full)
+
+
+def _gen_state(e: dict[str, Any]) -> bool:
+    cause = e["cause"]
+    if not (_one_of(cause, GEN_CAUSES) and _one_of(e["status"], GEN_STATUSES)
+            and _generation(e["gen"]) and _id_set(e["donors"]) and _nonneg(e["last_online_in"])
+            and _generation(e["last_vote"], full=False)):
+        return False
+    if ("via" in e) != (cause == "online") or ("via" in e and not _one_of(e["via"], GEN_VIA)):
+        return False
+    if "source" in e and (cause != "online" or not _id(e["source"])):
+        return False
+    if ("vote" in e) != (cause == "vote"):
+        return False
+    return "vote" not in e or (_generation(e["vote"], _VOTE_KEYS) and _id(e["vote"]["candidate"]))
+
+
+def _gen_xact(e: dict[str, Any]) -> bool:
+    gid, phase, role = e["gid"], e["phase"], e["role"]
+    if not (_text(gid, 256) and _positive(e["xgen"]) and _one_of(phase, XACT_PHASES)
+            and _one_of(role, XACT_ROLES)):
+        return False
+    if "mode" in e and (role != "replica" or not _one_of(e["mode"], XACT_MODES)):
+        return False
+    if "at" in e:
+        at = e["at"]
+        if (phase != "prepared" or type(at) is not dict or at.keys() != _AT_KEYS
+                or not _positive(at["num"]) or not _one_of(at["status"], GEN_STATUSES)):
+            return False
+    if "prepared_by" in e and (role != "coordinator" or phase != "committed"
+                               or not _id_set(e["prepared_by"])):
+        return False
+    return "xmembers" not in e or (role == "coordinator" and _id_set(e["xmembers"], True))
+
+
+def _gen_heartbeat(e: dict[str, Any]) -> bool:
+    return (_nonneg(e["gen_num"]) and _nonneg(e["last_online_in"]) and _nonneg(e["last_vote_num"])
+            and _one_of(e["node_status"], NODE_STATUSES) and _id_set(e["suspects"])
+            and _nonneg(e["xact_sample"]))
+
+
 _BODY = {"decision": _decision, "execution": lambda e: _nonneg(e["executed"]),
-         "heartbeat": _heartbeat, "config": _report}
+         "heartbeat": _heartbeat, "config": _report, "gen.state": _gen_state,
+         "gen.xact": _gen_xact, "gen.heartbeat": _gen_heartbeat}
 
 
 def accepts(obj: Any) -> bool:

@@ -18,40 +18,37 @@ that an integration team can validate with any JSON Schema tool:
 
 Values that are well-formed but unsafe (an event horizon of 500, an old protocol) are NOT rejected
 here: they are what the monitor's rules exist to catch (EH_OUT_OF_DOMAIN and friends).
+
+These are XCom's types; the generations family's are in ``models_gen.py``. ``Event`` below is the
+one union of every family's types (docs/contract.md, "Protocol families").
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-INT64_MAX = 2**63 - 1
+from replimon.contract.base import INT64_MAX, Id, NonNeg, Positive, _Envelope, _Strict
+from replimon.contract.models_gen import GEN_TYPES, GenHeartbeat, GenState, GenXact
 
-Id = Annotated[str, Field(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
-NonNeg = Annotated[int, Field(ge=0, le=INT64_MAX)]
-Positive = Annotated[int, Field(ge=1, le=INT64_MAX)]
 Digest = Annotated[str, Field(pattern=r"^[0-9a-fA-F]{1,128}$")]
 
-EVENT_TYPES = ("decision", "execution", "heartbeat", "config")
+XCOM_TYPES = ("decision", "execution", "heartbeat", "config")
+EVENT_TYPES = XCOM_TYPES + GEN_TYPES
+# Each type's protocol family (docs/families.md 1.1): the unprefixed types are XCom's, the others
+# are ``<family>.<kind>``. The core has its own ``family_of``; the contract must not import it.
+EVENT_FAMILIES = {**dict.fromkeys(XCOM_TYPES, "xcom"), **dict.fromkeys(GEN_TYPES, "gen")}
+# Which replica topic carries each type (docs/families.md 1.3), named by its role; the topics'
+# names are configuration (``kafka.topics``).
+EVENT_TOPICS = {
+    "decision": "decisions", "execution": "executions", "heartbeat": "heartbeats", "config": "config",
+    "gen.xact": "decisions", "gen.heartbeat": "heartbeats", "gen.state": "config",
+}
 DECISION_KINDS = ("app", "noop", "config")
 CONFIG_OPS = ("boot", "add_nodes", "remove_nodes", "set_event_horizon")
 STATUSES = ("ONLINE", "RECOVERING", "OFFLINE", "ERROR", "UNREACHABLE")
 REFUSAL_REASONS = ("EVENT_HORIZON_INVALID", "EVENT_HORIZON_UNCHANGEABLE", "OLD_MEMBER_CUSTOM_EH")
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_nulls(cls, data: Any) -> Any:
-        # An optional field is left out, never null: the JSON Schema says the same.
-        if isinstance(data, dict):
-            for key, value in data.items():
-                if value is None:
-                    raise ValueError(f"{key}: null is not allowed (leave the field out)")
-        return data
 
 
 def _unique_ids(items: list[Any], what: str) -> None:
@@ -137,16 +134,6 @@ class View(_Strict):
     def _members_unique(self) -> View:
         _unique_ids(self.members, "members")
         return self
-
-
-class _Envelope(_Strict):
-    # An int pinned to 1 rather than Literal[1]: Literal compares with ==, so true and 1.0 pass.
-    v: Annotated[int, Field(ge=1, le=1, json_schema_extra={"const": 1})]
-    group: Id
-    node: Id
-    ts_ms: NonNeg
-    seq: NonNeg
-    incarnation: NonNeg
 
 
 class Decision(_Envelope):
@@ -268,4 +255,7 @@ class ConfigReport(_Envelope):
         return self
 
 
-Event = Annotated[Decision | Execution | Heartbeat | ConfigReport, Field(discriminator="type")]
+Event = Annotated[
+    Decision | Execution | Heartbeat | ConfigReport | GenState | GenXact | GenHeartbeat,
+    Field(discriminator="type"),
+]

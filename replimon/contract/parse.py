@@ -31,8 +31,9 @@ from replimon.contract.models import (
     Execution,
     Heartbeat,
 )
+from replimon.contract.models_gen import GenEvent
 
-AnyEvent = Decision | Execution | Heartbeat | ConfigReport
+AnyEvent = Decision | Execution | Heartbeat | ConfigReport | GenEvent
 
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
 _loads = json.loads

@@ -45,6 +45,21 @@ KINDS: dict[str, tuple[str, str]] = {
     "CONFIG_INSTALLED": (INFO, INFO),
     # A node's clock far ahead of the monitor's (replimon.core.clocks, docs/operations.md "Clocks").
     "CLOCK_SKEW": (WARNING, DATA),
+    # The generations family (docs/families.md 2.4, 2.5).
+    "GEN_REGRESSION": (CRITICAL, VIOLATION),
+    "GEN_STATE_INCONSISTENT": (CRITICAL, VIOLATION),
+    "GEN_MEMBERS_CONFLICT": (CRITICAL, VIOLATION),
+    "GEN_VOTE_PROMISE_BROKEN": (CRITICAL, VIOLATION),
+    "GEN_ONLINE_INELIGIBLE": (CRITICAL, VIOLATION),
+    "GEN_ONLINE_UNRECOVERED": (CRITICAL, VIOLATION),
+    "GEN_DONOR_STALE": (CRITICAL, VIOLATION),
+    "GEN_BARRIER_BROKEN": (CRITICAL, VIOLATION),
+    "GEN_COMMIT_UNPREPARED": (CRITICAL, VIOLATION),
+    "GEN_XACT_DIVERGENT": (CRITICAL, VIOLATION),
+    "GEN_NO_ONLINE": (CRITICAL, WEDGE),
+    "GEN_RECOVERY_STUCK": (CRITICAL, WEDGE),
+    "GEN_VOTE_STUCK": (WARNING, WEDGE),
+    "GEN_ELECTED": (INFO, INFO),
 }
 VIOLATIONS = frozenset(k for k, (_, cat) in KINDS.items() if cat == VIOLATION)
 WEDGES = frozenset(k for k, (_, cat) in KINDS.items() if cat == WEDGE)

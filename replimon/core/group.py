@@ -28,6 +28,7 @@ from replimon.core.limits import Limits
 from replimon.core.rules.admission import Admission
 from replimon.core.rules.base import Context, Handler, NodeState, Src
 from replimon.core.rules.family import XCOM, FamilyRules
+from replimon.core.rules.gen.family import GEN, GenRules
 from replimon.core.rules.liveness import Liveness
 from replimon.core.rules.xcom.family import XComRules
 
@@ -36,7 +37,7 @@ from replimon.core.rules.xcom.family import XComRules
 EVAL_STEP_MS = 250
 
 # The protocol families the monitor knows, by name (``rules/family.py``).
-FAMILIES: dict[str, Callable[[Context, Liveness], FamilyRules]] = {XCOM: XComRules}
+FAMILIES: dict[str, Callable[[Context, Liveness], FamilyRules]] = {XCOM: XComRules, GEN: GenRules}
 
 
 class GroupMonitor:
@@ -125,6 +126,9 @@ class GroupMonitor:
             return None
         members = self.family.members()
         node = None if members is None else self.live.silence_deadline(members)
+        wedge = self.family.deadline()
+        if wedge is not None and (node is None or wedge < node):
+            node = wedge
         if "group_silent" in ctx.open:
             return node
         group = ctx.clock + ctx.limits.group_silent_ms + ctx.limits.skew_ms

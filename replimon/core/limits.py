@@ -22,6 +22,9 @@ class Limits:
     group_silent_ms: int = 15_000
     skew_ms: int = 2_000  # cross-node event-time disorder tolerated without false alerts
     clock_skew_ms: int = 300_000  # a clock further ahead than this is CLOCK_SKEW (core/clocks.py)
+    gen_no_online_ms: int = 15_000  # generations' wedges (docs/rules.md, "Generations")
+    gen_recovery_stuck_ms: int = 60_000
+    gen_vote_stuck_ms: int = 30_000
 
     @classmethod
     def from_settings(cls, settings: Any) -> Limits:
@@ -43,4 +46,7 @@ class Limits:
             group_silent_ms=ms(th.group_silent_s),
             skew_ms=ms(th.skew_s),
             clock_skew_ms=ms(th.clock_skew_s),
+            gen_no_online_ms=ms(th.gen_no_online_s),
+            gen_recovery_stuck_ms=ms(th.gen_recovery_stuck_s),
+            gen_vote_stuck_ms=ms(th.gen_vote_stuck_s),
         )

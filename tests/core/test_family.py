@@ -19,14 +19,16 @@ def test_an_event_type_names_its_family(event_type: str, family: str) -> None:
     assert family_of(event_type) == family
 
 
-def test_xcom_is_the_known_family_and_owns_the_unprefixed_types() -> None:
-    assert {XCOM: XComRules} == FAMILIES
-    assert XComRules.name == XCOM
-    assert {family_of(t) for t in XComRules.types} == {XCOM}
+def test_each_known_family_owns_its_types() -> None:
+    assert set(FAMILIES) == {XCOM, "gen"}
+    assert FAMILIES[XCOM] is XComRules
+    for name, rules in FAMILIES.items():
+        assert rules.name == name  # type: ignore[attr-defined]
+        assert {family_of(t) for t in rules.types} == {name}  # type: ignore[attr-defined]
 
 
 def test_an_unknown_family_is_refused_by_name() -> None:
-    with pytest.raises(ValueError, match="unknown protocol family 'nope' \\(known: xcom\\)"):
+    with pytest.raises(ValueError, match="unknown protocol family 'nope' \\(known: xcom, gen\\)"):
         GroupMonitor("g1", family="nope")
     state = GroupMonitor("g1").to_state()
     with pytest.raises(ValueError, match="unknown protocol family 'nope'"):

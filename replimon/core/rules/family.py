@@ -51,6 +51,10 @@ class FamilyRules(Protocol):
     def quorum_set(self) -> tuple[tuple[str, ...], int] | None:
         """The members whose majority must be live, and that majority (QUORUM_*); None: unknown."""
 
+    def deadline(self) -> int | None:
+        """The outside-clock time at which a wedge that holds now would open (joins the group's
+        ``next_timer``, so it fires with no input at all), or None."""
+
     def settle(self, *, final: bool = False) -> None:
         """Give the verdicts held back for more input that are due (``final``: all of them)."""
 

@@ -169,6 +169,9 @@ class XComRules:
             return None
         return self.cmap.active(self.decided + 1).member_ids
 
+    def deadline(self) -> int | None:
+        return None  # XCom's wedges are judged at evaluations driven by events and silence timers
+
     def quorum_set(self) -> tuple[tuple[str, ...], int] | None:
         """The members whose majority must be live, and that majority (None: no map yet)."""
         if not self.cmap.configs:
