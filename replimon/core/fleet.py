@@ -22,7 +22,7 @@ import heapq
 from collections.abc import Iterable
 from typing import Any
 
-from replimon.core import clocks
+import replimon.core.clocks as clocks
 from replimon.core.alerts import Alert
 from replimon.core.group import GroupMonitor
 from replimon.core.limits import Limits
@@ -121,6 +121,13 @@ class Monitor:
                 out.extend(self._fire_due())
         name = ev["group"]
         g = self._group(ev)
+        if key_ts < ts and name in self._scheduled:
+            # The event's own group sees its time at once, as before it is fed (a group that
+            # resumes after a group-wide silence gets its GROUP_SILENT first, also when it is the
+            # only group read): only the other groups wait for another node to confirm it.
+            when = g.next_timer()
+            if when is not None and when <= ts:
+                out.extend(g.on_timer(ts))
         out.extend(g.on_event(ev, src))
         if name not in self._scheduled:
             when = g.next_timer()

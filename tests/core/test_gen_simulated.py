@@ -69,6 +69,15 @@ def test_every_generations_alert_has_a_fault_and_a_near_miss() -> None:
 
 
 @pytest.mark.parametrize("fault", ["gen_no_online", "gen_recovery_stuck", "gen_vote_stuck"])
+def test_each_wedge_resolves_under_the_same_id_when_the_fault_ends(fault: str) -> None:
+    alert = CATALOGUE[fault].alert
+    mine = [a for a in Monitor().run(sim_events(fault)) if a.kind == alert]
+    assert [a.status for a in mine] == ["firing", "resolved"]
+    assert mine[0].alert_id == mine[1].alert_id and mine[1].message.startswith("Resolved:")
+    assert (mine[1].severity, mine[1].category) == KINDS[alert]
+
+
+@pytest.mark.parametrize("fault", ["gen_no_online", "gen_recovery_stuck", "gen_vote_stuck"])
 def test_each_wedge_fires_with_no_input_at_all(fault: str) -> None:
     """The events up to the fault's start plus a little, then nothing: the group's timer alone
     opens the wedge (GROUP_SILENT comes too: no node publishes any more)."""
