@@ -6,6 +6,7 @@ line on stderr naming what is wrong and exit status 2; never a traceback.
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import time
@@ -29,6 +30,7 @@ from replimon.console import (
     publish_live,
     quiet_logs,
     serve,
+    sim_options,
     state,
     validate_summary,
 )
@@ -72,18 +74,15 @@ def simulate(
     start: Annotated[str | None, typer.Option(help="event time of t=0: ISO-8601 or epoch ms [default 2026-01-01T00:00:00Z for files, now for --kafka]")] = None,
     manifest: Annotated[str | None, typer.Option(help="write the injected faults (JSON) here [default OUT.faults.json]")] = None,
     list_faults: Annotated[bool, typer.Option("--list-faults", help="print the fault catalogue and exit")] = False,
+    family: Annotated[str, typer.Option(help="protocol family: xcom or gen (generations, Postgres multimaster)")] = "xcom",
 ) -> None:
-    """Simulate a fleet of XCom groups; write contract-v1 events to JSONL or Kafka."""
-    from replimon.producers.simulator import (
-        CATALOGUE,
-        DEFAULT_START_MS,
-        JsonlSink,
-        SimOptions,
-        Simulator,
-        parse_duration_ms,
-        parse_injection,
-    )
+    """Simulate a fleet of XCom (or generations) groups; write contract-v1 events to JSONL or Kafka."""
+    if family not in ("xcom", "gen"):
+        raise fail(f"simulate: --family must be xcom or gen, not {family!r}")
+    sim_module = importlib.import_module("replimon.producers." + ("simulator_gen" if family == "gen" else "simulator"))
+    from replimon.producers.simulator import DEFAULT_START_MS, JsonlSink, parse_duration_ms
 
+    CATALOGUE, Simulator, parse_injection = sim_module.CATALOGUE, sim_module.Simulator, sim_module.parse_injection
     if list_faults:
         print_faults(CATALOGUE)
         return
@@ -99,18 +98,16 @@ def simulate(
         raise fail("simulate: --duration must be positive when writing a file")
     inside_run("simulate", injections, duration_ms, duration)
     settings = state.settings()
-    options = SimOptions.from_settings(
-        settings, seed=seed, groups=groups, nodes=nodes, decisions_per_s=rate,
-        duration_ms=duration_ms, start_ms=start_ms,
-    )
+    options = sim_options(family, settings, seed=seed, groups=groups, nodes=nodes, rate=rate,
+                          duration_ms=duration_ms, start_ms=start_ms)
     code = 0
     if kafka:
         code, summary = publish_live(settings, lambda send: build_simulator(Simulator, options, injections, send))
     else:
         assert out is not None
-        sim = build_simulator(Simulator, options, injections, None)  # validate before touching OUT
+        build_simulator(Simulator, options, injections, None)  # validate before touching OUT
         sink = JsonlSink(out)
-        sim.sink = sink
+        sim = Simulator(options, injections, sink)  # a simulator may emit as it is built
         try:
             summary = sim.run()
         finally:

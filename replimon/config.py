@@ -30,6 +30,8 @@ from pydantic_settings import (
 )
 from pydantic_settings.exceptions import SettingsError
 
+from replimon.contract.models import EVENT_TOPICS
+
 DEFAULT_CONFIG_FILE = Path("conf/replimon.yaml")
 ENV_CONFIG_FILE = "REPLIMON_CONFIG"
 ENV_PREFIX = "REPLIMON_"
@@ -65,8 +67,16 @@ class Topics(_Section):
     dead_letters: str = "monitor.dead_letters"
 
     def for_event_type(self, event_type: str) -> str:
-        """The input topic an event of contract type ``event_type`` is published to."""
-        return str(getattr(self, _INPUT_FIELDS[event_type]))
+        """The input topic an event of contract type ``event_type`` is published to (every
+        family's types share the four topics by role: docs/contract.md, "Protocol families")."""
+        return str(getattr(self, EVENT_TOPICS[event_type]))
+
+    @property
+    def input_families(self) -> dict[str, frozenset[str]]:
+        """``{topic: the event types it carries}``, every family's (XCom's type first in
+        ``input_types``): a record of another type on the topic is a dead letter."""
+        return {getattr(self, field): frozenset(t for t, f in EVENT_TOPICS.items() if f == field)
+                for field in _INPUT_FIELDS.values()}
 
     @property
     def input_types(self) -> dict[str, str]:

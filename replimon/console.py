@@ -3,6 +3,7 @@ otherwise), and the time flags it reads. ``cli.py`` is the commands; this is the
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any
@@ -264,6 +265,24 @@ def inside_run(command: str, injections: Any, duration_ms: int, duration: str) -
     if late:
         raise fail(f"{command}: --inject {late[0].fault}:{late[0].group}@{late[0].at_ms / 1000:g}s is at or "
                    f"after the end of the run (--duration {duration}): it would never be injected")
+
+
+def sim_options(family: str, settings: Any, *, seed: int | None, groups: int | None, nodes: int | None,
+                rate: float | None, duration_ms: int, start_ms: int) -> Any:
+    """The simulator options of ``family`` from the settings and the flags (a flag wins). For
+    generations, ``rate`` is transactions per second per group."""
+    if family == "gen":
+        from replimon.producers.simulator_gen import SimOptions as GenOptions
+
+        sim = settings.simulator
+        options = GenOptions(groups=groups or sim.groups, nodes=nodes or sim.nodes,
+                             seed=sim.seed if seed is None else seed, duration_ms=duration_ms,
+                             start_ms=start_ms)
+        return options if rate is None else dataclasses.replace(options, xacts_per_s=rate)
+    from replimon.producers.simulator import SimOptions
+
+    return SimOptions.from_settings(settings, seed=seed, groups=groups, nodes=nodes, decisions_per_s=rate,
+                                    duration_ms=duration_ms, start_ms=start_ms)
 
 
 def build_simulator(cls: Any, options: Any, injections: Any, sink: Any) -> Any:

@@ -125,6 +125,31 @@ def test_list_faults(capsys: pytest.CaptureFixture[str]) -> None:
         assert spec.alert in out
 
 
+def test_simulate_family_gen_writes_a_generations_fleet_with_its_faults(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from replimon.producers.simulator_gen import CATALOGUE as GEN_CATALOGUE
+
+    out = tmp_path / "gen.jsonl"
+    assert main(["simulate", "--family", "gen", "--seed", "5", "--groups", "2", "--duration", "60s",
+                 "--out", str(out), "--inject", "gen_xact_divergent:pg1@10s"]) == 0
+    events = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {e["group"] for e in events} == {"pg1", "pg2"} and {e["type"] for e in events} == {
+        "gen.state", "gen.heartbeat", "gen.xact"}
+    assert min(e["seq"] for e in events if e["incarnation"] == 0) == 0  # the boot's loads are written
+    (fault,) = json.loads((tmp_path / "gen.jsonl.faults.json").read_text())
+    assert fault["alert"] == "GEN_XACT_DIVERGENT"
+    capsys.readouterr()
+    assert main(["check", str(out), "--min-severity", "warning"]) == 1
+    kinds = {json.loads(line)["kind"] for line in capsys.readouterr().out.splitlines()}
+    assert kinds == {"GEN_XACT_DIVERGENT"}
+    assert main(["simulate", "--family", "gen", "--list-faults"]) == 0
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in GEN_CATALOGUE)
+    assert main(["simulate", "--family", "raft", "--out", str(out)]) == 2
+    assert "--family" in one_error_line(capsys)
+
+
 def test_list_faults_shows_the_text_verbatim(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--list-faults"]) == 0
     out = capsys.readouterr().out

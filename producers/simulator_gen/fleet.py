@@ -53,7 +53,7 @@ class Simulator:
                               heartbeat_ms=int(options.heartbeat_interval_s * 1000),
                               xacts_per_s=options.xacts_per_s, xact_sample=options.xact_sample,
                               restart_every_s=options.restart_every_s, base_ms=options.start_ms,
-                              emit=self.sink)
+                              emit=self._emit)
             for name in group_names(options.groups, options.group_prefix)
         }
         self.injections = sorted(injections, key=lambda i: (i.at_ms, i.group, i.fault))
@@ -79,6 +79,11 @@ class Simulator:
             group.tick(t)
         self.ticks += 1
         self.t += self.options.tick_ms
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        """Through ``self.sink`` as it is when the event is made (a caller may set the sink after
+        building the simulator, as ``replimon simulate`` does to validate before opening a file)."""
+        self.sink(event)
 
     def run(
         self,
