@@ -304,7 +304,7 @@ def _latency(d: RunData) -> str:
         if d.live:
             row += [_e(duration(lat.wall_median_ms)), _e(duration(lat.wall_max_ms))]
         rows.append(row)
-    out.append("<h3>By kind (firing rows)</h3>" + _table(head, rows, {1, 2, 3, 4, 5}))
+    out.append("<h3>By kind (first rows: firing, or an info event)</h3>" + _table(head, rows, {1, 2, 3, 4, 5}))
     head = ["alert id", "group", "kind", "severity", "event time", "detected", "detected − event"]
     if d.live:
         head += ["inserted − event"]
