@@ -109,7 +109,7 @@ stroke:#000;stroke-width:1.5}svg .mk.sel .drop{opacity:1;stroke-width:2}
 .lg i.ring{width:9px;height:9px;border:2px solid #455a64;border-radius:50%}
 details.ev{margin:4px 0;border-left:3px solid transparent;padding-left:6px}
 details.ev.hl{border-left-color:#1565c0;background:#f0f6ff}details.ev summary{cursor:pointer}
-details.ev table{font-size:12px}details.ev td:nth-child(3){white-space:nowrap}.msg{margin:2px 0 4px}
+details.ev table{font-size:12px}details.ev td:nth-child(3){white-space:nowrap}.msg{display:block;margin:2px 0 4px;cursor:text}
 @media print{details.ev{display:block}nav{display:none}}
 """
 
@@ -231,11 +231,14 @@ def _alert_details(rows: dict[str, AlertRow]) -> str:
            f'{_sev(first.severity)} <code>{_e(first.kind)}</code> at {_e(iso(first.event_ms))}'
            f'{" · " + _e(where) if where else ""} · '
            f'{"resolved at " + _e(iso(resolved.event_ms)) if resolved else _e(first.status)}'
-           f' · id <code>{_e(first.alert_id)}</code></summary>',
-           f'<p class="msg">{_e(first.message)}</p>', _evidence_table(first.evidence)]
+           f' · id <code>{_e(first.alert_id)}</code>'
+           # The explanation is part of the summary, so it shows with the evidence closed.
+           f'<span class="msg">{_e(first.message)}</span>']
     if resolved is not None and first is not resolved:
-        out += [f'<p class="msg">Resolved: {_e(resolved.message)}</p>',
-                _evidence_table(resolved.evidence)]
+        out.append(f'<span class="msg">Resolved: {_e(resolved.message)}</span>')
+    out += ["</summary>", _evidence_table(first.evidence)]
+    if resolved is not None and first is not resolved:
+        out += ['<p class="note">Evidence of the resolution:</p>', _evidence_table(resolved.evidence)]
     return "".join(out) + "</details>"
 
 
@@ -257,10 +260,9 @@ def _timeline(t: Timeline, index: int) -> str:
            'hover for a summary.</p>']
     out += [_alert_details(r) for r in notable]
     if info:
-        out.append(f'<details><summary>{len(info)} configuration events (CONFIG_INSTALLED, '
-                   'RECONFIG_REFUSED, INCOMPLETE_HISTORY)</summary>')
+        out.append(f'<h4>{len(info)} info events (CONFIG_INSTALLED, RECONFIG_REFUSED, '
+                   'INCOMPLETE_HISTORY, ...)</h4>')
         out += [_alert_details(r) for r in info]
-        out.append("</details>")
     return "".join(out) + "</section>"
 
 
