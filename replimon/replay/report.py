@@ -12,7 +12,8 @@ Guarantees:
   and alert (by aggregate queries), timelines are drawn for the most affected groups only (at
   most ``max_timelines``, critical first) with a note naming how many were left out, and the
   per-alert latency table is capped (``max_alert_rows``) with a note;
-- the same database content gives the same files (no generation time, no randomness).
+- the same database content (and, with ``events``, the same records in Kafka) gives the same
+  files (no generation time, no randomness).
 
 Sections: summary (groups, events, alerts by kind and severity, time span), affected groups, a
 timeline per affected group with its alerts and their evidence, detection latency, data
@@ -30,6 +31,7 @@ from typing import Any
 
 from replimon.replay import iso
 from replimon.replay.report_data import AlertRow, RunData, Timeline, load_run
+from replimon.replay.report_events import EventSource
 from replimon.replay.report_md import duration, markdown, reproduce, run_kind
 from replimon.replay.report_svg import timeline_svg
 
@@ -266,14 +268,26 @@ def _timeline(t: Timeline, index: int) -> str:
     return "".join(out) + "</section>"
 
 
+def _sources(d: RunData) -> str:
+    """Where the timelines' frontier and heartbeat points come from."""
+    snapshots = ('the group snapshots (node_timeseries, group_timeseries): every micro-batch in '
+                 'a replay, at most every streaming.snapshot_interval_s in a live run')
+    if d.series_note is None:
+        return f"Frontiers and heartbeat ages are {_e(snapshots)}."
+    if any(t.series_points for t in d.timelines):
+        return ("Frontiers, the horizon and heartbeat ages are lines computed from the run's "
+                "events by the monitor core at regular points of event time "
+                f"({_e(d.series_note)}); the dots are {_e(snapshots)}.")
+    return (f"Frontiers and heartbeat ages are {_e(snapshots)}; no series from the events: "
+            f"{_e(d.series_note)}.")
+
+
 def _timelines(d: RunData) -> str:
     out = ['<section id="timelines"><h2>Timelines of the affected groups</h2>',
            '<p class="note">Per group, on one event-time axis: alerts (triangles; a bar to the '
            'resolution), each node\'s executed (solid) and decided (dotted) frontier against the '
            'effective horizon (red, stepped), the configurations installed and active, and the '
-           'heartbeat age of each node with its silences. Frontiers and heartbeat ages are the '
-           'group snapshots (node_timeseries, group_timeseries): every micro-batch in a replay, at '
-           'most every streaming.snapshot_interval_s in a live run.</p>']
+           'heartbeat age of each node with its silences. ' + _sources(d) + '</p>']
     if not d.timelines:
         out.append("<p>No affected group: nothing to draw.</p>")
     out += [_timeline(t, i) for i, t in enumerate(d.timelines)]
@@ -390,13 +404,16 @@ def render_html(d: RunData) -> str:
 
 
 def write_report(dsn: str, run_id: str, html_path: Path, md_path: Path | None = None, *,
-                 max_timelines: int | None = None) -> ReportSummary:
+                 max_timelines: int | None = None,
+                 events: EventSource | None = None) -> ReportSummary:
     """Write the HTML report of ``run_id`` (and the Markdown summary when ``md_path``).
+    ``events``: the broker and topics to read the run's events from, so the timelines plot
+    frontiers and heartbeat ages from the events (None: from the tables' snapshots only).
 
     ValueError ``no run 'x' in PostgreSQL (known: ...)`` for a run PostgreSQL does not know.
     """
     kw = {} if max_timelines is None else {"max_timelines": max_timelines}
-    data = load_run(dsn, run_id, **kw)
+    data = load_run(dsn, run_id, events=events, **kw)
     html_path = Path(html_path)
     html_path.parent.mkdir(parents=True, exist_ok=True)
     html_path.write_text(render_html(data), encoding="utf-8")

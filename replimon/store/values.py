@@ -10,7 +10,9 @@ An info alert's row has the status ``event`` where its payload says ``firing`` (
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from replimon.core.alerts import FIRING, INFO
 
@@ -57,3 +59,10 @@ def stored_status(severity: str, status: str) -> str:
 def payload_status(status: str) -> str:
     """The inverse of `stored_status`: the status the monitor emitted for a stored row."""
     return FIRING if status == EVENT else status
+
+
+def config_text(c: Mapping[str, Any]) -> str:
+    """A configuration (a snapshot's ``active`` or ``pending`` entry) as the dashboards and the
+    report show it: 'start 1201 · eh 10 · n1 n2 n3'."""
+    return (f"start {c['start']} · eh {c['event_horizon']} · "
+            + " ".join(str(m["id"]) for m in c["members"]))
