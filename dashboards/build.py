@@ -102,6 +102,7 @@ def severity_mappings() -> list[model.ValueMapping]:
         "critical": model.ValueMappingResult(color=RED, index=3),
         "firing": model.ValueMappingResult(color=RED, index=4),
         "resolved": model.ValueMappingResult(color=GREEN, index=5),
+        "event": model.ValueMappingResult(color=BLUE, index=6),
     })]
 
 

@@ -104,7 +104,8 @@ def open_alerts(where: str = "") -> str:
       row; it counts if it was not resolved by the end of the range, however long ago it fired;
     * a violation or a data alert never resolves (docs/rules.md, "Alert records"): it counts if
       it happened in the range;
-    * info alerts (config installed or refused, incomplete history) are events, never problems.
+    * info alerts (config installed or refused, incomplete history) are events, never problems:
+      their rows have the status ``event`` (docs/postgres.md, "Tables"), never ``firing``.
 
     Reads the firing rows through the partial index ``alerts_firing`` (run, severity, event
     time) and their resolutions through the primary key (a join, not NOT EXISTS inside the CASE,
@@ -144,9 +145,17 @@ def indent(sql: str, n: int) -> str:
     return textwrap.indent(sql, " " * n)
 
 
+# The status a list shows for an alert occurrence (`alert_spans` row ``s``) at the end of the
+# range: an info alert is an ``event``, a wedge resolved by then ``resolved``, anything else
+# ``firing`` (a violation or data alert that happened in the range, a wedge still open).
+STATUS = """CASE WHEN s.status = 'event' THEN 'event'
+            WHEN s.resolved_ts IS NOT NULL AND s.resolved_ts <= $__timeTo() THEN 'resolved'
+            ELSE 'firing' END"""
+
+
 def alert_spans(where: str = "") -> str:
-    """One row per alert occurrence that overlaps the range, with its firing row's columns
-    (``f``), ``resolved_ts`` (the resolution's event time, NULL while open) and ``firing_s``:
+    """One row per alert occurrence that overlaps the range, with its first row's columns
+    (``f``: the ``firing`` row, or an info alert's ``event`` row), ``resolved_ts`` (the resolution's event time, NULL while open) and ``firing_s``:
     for a wedge, the seconds it was firing within the range (from its detection, or the start of
     the range, to its resolution, or the end of the range); NULL for the other categories, which
     are events and never resolve. Overlap: a wedge detected by the end of the range and not
@@ -159,7 +168,7 @@ def alert_spans(where: str = "") -> str:
        END AS firing_s
 FROM alerts f
 LEFT JOIN alerts r ON r.run_id = f.run_id AND r.alert_id = f.alert_id AND r.status = 'resolved'
-WHERE f.run_id = {RUN} AND f.status = 'firing' AND f.event_ts <= $__timeTo(){extra}
+WHERE f.run_id = {RUN} AND f.status IN ('firing', 'event') AND f.event_ts <= $__timeTo(){extra}
   AND CASE WHEN f.category = 'wedge'
       THEN f.detected_ts <= $__timeTo() AND (r.event_ts IS NULL OR r.event_ts >= $__timeFrom())
       ELSE f.event_ts >= $__timeFrom() END"""

@@ -302,11 +302,12 @@ def report(
 ) -> None:
     """Write a self-contained HTML postmortem report of a run (and a Markdown summary)."""
     from replimon.replay.report import write_report
+    from replimon.replay.report_events import EventSource
 
     html_path = Path(out or f"report-{run_id}.html")
     md_path = Path(markdown) if markdown else html_path.with_suffix(".md")
     try:
-        write_report(state.settings().postgres.dsn, run_id, html_path, md_path)
+        write_report(state.settings().postgres.dsn, run_id, html_path, md_path, events=EventSource.from_settings(state.settings()))
     except ValueError as exc:
         raise fail(f"report: {exc}") from None
     err.print(f"wrote {html_path} and {md_path}", highlight=False, markup=False)

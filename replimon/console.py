@@ -105,7 +105,9 @@ def validate_summary(result: Any) -> None:
 
 # Libraries that log at INFO on every micro-batch (Py4J's callback server, Great Expectations'
 # registrations) or on every lost connection: off unless --verbose (docs/operations.md, "Logs").
-CHATTY_LOGGERS = ("py4j", "great_expectations", "urllib3", "asyncio")
+# "pyspark" also decides the JVM's own log (streaming/session.py, verbose_jvm): Spark's startup
+# lines and WARNs only with --verbose.
+CHATTY_LOGGERS = ("py4j", "great_expectations", "urllib3", "asyncio", "pyspark")
 
 
 def quiet_logs(verbose: bool) -> None:

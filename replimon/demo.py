@@ -46,7 +46,7 @@ class MonitorView:
         for snap in result.snapshots:
             self.snapshots[snap["group"]] = snap
         for alert in result.alerts:
-            if alert["category"] == "info":
+            if alert["severity"] == "info":  # an event (a config installed, ...), never firing
                 continue
             self.alerts.append(alert)
             if alert["status"] == "firing":
@@ -73,13 +73,16 @@ class MonitorView:
         return table
 
     def recent(self) -> Table:
-        table = Table(title="recent alerts", expand=False)
-        for col in ("status", "severity", "kind", "group", "node", "instance", "message"):
-            table.add_column(col)
+        """The last alerts, each message whole: it wraps within the terminal's width (the
+        explanation is the point of an alert; a cut one hides the numbers that matter)."""
+        table = Table(title="recent alerts", expand=True)
+        for col in ("status", "severity", "kind", "group", "node", "instance"):
+            table.add_column(col, no_wrap=True)
+        table.add_column("message", overflow="fold", ratio=1)
         for a in self.alerts[-8:]:
             style = "red" if a["status"] == "firing" and a["severity"] == "critical" else ""
             table.add_row(a["status"], a["severity"], Text(a["kind"], style=style), a["group"], a.get("node") or "",
-                          "" if a.get("instance") is None else str(a["instance"]), a["message"][:90])
+                          "" if a.get("instance") is None else str(a["instance"]), a["message"])
         return table
 
 

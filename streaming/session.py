@@ -5,16 +5,23 @@ checkpoint's first run (state schema evolution needs it), few shuffle partitions
 checkpoint; each is a Python task and a RocksDB store per batch), no UI, the driver's Python for
 workers (another python3 from PATH may lack the project's packages).
 
+The JVM logs errors only (``log4j2-quiet.properties`` beside this module) unless Python's
+``pyspark`` logger is at INFO or below, as ``replimon run --verbose`` sets it (``console.quiet_logs``):
+then Spark's default profile and its WARN level (docs/operations.md, "Logs").
+
 Under ``spark-submit`` (``docs/cluster.md``) the JVM is already running when Python starts, and its
 ``--master`` is the one that counts: ``streaming.master`` is then not applied."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+QUIET_LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
 
 
 def spark_conf(master: str = "local[2]", shuffle_partitions: int = 2, **extra: Any) -> dict[str, str]:
@@ -35,6 +42,22 @@ def spark_conf(master: str = "local[2]", shuffle_partitions: int = 2, **extra: A
     }
     conf.update({k: str(v) for k, v in extra.items()})
     return conf
+
+
+def verbose_jvm() -> bool:
+    """Whether the JVM may log as Spark does by default: Python's ``pyspark`` logger is at INFO
+    or below (``replimon run --verbose``); else errors only."""
+    return logging.getLogger("pyspark").getEffectiveLevel() <= logging.INFO
+
+
+def quiet_jvm(conf: dict[str, str]) -> None:
+    """Point the driver JVM at ``log4j2-quiet.properties`` (kept with any java options the
+    configuration gives): Spark's startup lines and WARNs go, its errors stay. It applies when
+    this process starts the JVM (the builder passes it to the launcher); under spark-submit the
+    JVM is running already and spark-submit's own options count."""
+    key = "spark.driver.extraJavaOptions"
+    option = f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}"
+    conf[key] = f"{conf[key]} {option}" if conf.get(key) else option
 
 
 def prepare_env() -> None:
@@ -60,13 +83,16 @@ def get_session(master: str = "local[2]", shuffle_partitions: int = 2, **extra: 
     from pyspark.sql import SparkSession
 
     conf = spark_conf(master, shuffle_partitions, **extra)
+    verbose = verbose_jvm()
     if launched_by_spark_submit():
         del conf["spark.master"]
+    elif not verbose:
+        quiet_jvm(conf)
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
     register_sources(spark)
     return spark
 

@@ -44,7 +44,7 @@ def spans(where: str = PROBLEMS) -> str:
 
 OVER_TIME = f"""SELECT $__timeGroupAlias(event_ts, $__interval), kind AS metric, count(*) AS alerts
 FROM alerts
-WHERE run_id = {RUN} AND $__timeFilter(event_ts) AND status = 'firing' AND category <> 'info'
+WHERE run_id = {RUN} AND $__timeFilter(event_ts) AND status <> 'resolved' AND category <> 'info'
 GROUP BY 1, 2
 ORDER BY 1, 2"""
 
@@ -52,7 +52,7 @@ DETECT_BY_KIND = f"""SELECT kind,
        percentile_cont(0.5) WITHIN GROUP (ORDER BY {DETECT.format('a')}) AS "median",
        max({DETECT.format('a')}) AS "max"
 FROM alerts a
-WHERE a.run_id = {RUN} AND $__timeFilter(a.event_ts) AND a.status = 'firing' AND a.category <> 'info'
+WHERE a.run_id = {RUN} AND $__timeFilter(a.event_ts) AND a.status <> 'resolved' AND a.category <> 'info'
 GROUP BY a.kind
 ORDER BY 3 DESC, 1"""
 
@@ -82,8 +82,7 @@ ORDER BY (s.severity = 'critical') DESC, occurrences DESC, 1, 2"""
 
 HISTORY = f"""SELECT s.event_ts AS "event time", s.detected_ts AS detected, s.resolved_ts AS resolved,
        s.group_id AS "group", s.severity, s.kind, s.category,
-       CASE WHEN s.category = 'wedge' AND s.resolved_ts IS NOT NULL AND s.resolved_ts <= $__timeTo()
-            THEN 'resolved' ELSE 'firing' END AS status,
+       {sql.STATUS} AS status,
        s.node, s.instance,
        {DETECT.format('s')} AS "time to detect (s)",
        s.firing_s AS "time firing (s)",
@@ -111,7 +110,7 @@ FROM (
                    thresholds=steps(GREEN, (1, RED))),
         stat_panel("Median time to detect", f"""SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY {DETECT.format('a')}) AS "time to detect"
 FROM alerts a
-WHERE a.run_id = {RUN} AND $__timeFilter(a.event_ts) AND a.status = 'firing' AND a.category <> 'info'""",
+WHERE a.run_id = {RUN} AND $__timeFilter(a.event_ts) AND a.status <> 'resolved' AND a.category <> 'info'""",
                    "Median of detected - event time: how long after its evidence an alert fired "
                    "(a wedge's threshold is part of it).", unit="s"),
         stat_panel("Time firing", 'SELECT sum(s.firing_s) AS "time firing"\n' + spans(WEDGES),

@@ -92,8 +92,7 @@ GROUP BY t.group_id, g.pending, g.decided
 ORDER BY "pending now" DESC, "first seen pending\""""
 
 SILENT = f"""SELECT s.group_id AS "group", coalesce(s.node, '(whole group)') AS node, s.kind,
-       CASE WHEN s.resolved_ts IS NULL OR s.resolved_ts > $__timeTo() THEN 'firing'
-            ELSE 'resolved' END AS status,
+       {sql.STATUS} AS status,
        s.event_ts AS "last heard",
        s.resolved_ts AS "heard again",
        extract(epoch FROM least(coalesce(s.resolved_ts, $__timeTo()), $__timeTo()) - s.event_ts)

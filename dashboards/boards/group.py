@@ -90,8 +90,7 @@ ORDER BY n.member DESC, n.node_id"""
 
 ALERTS = f"""SELECT s.event_ts AS "event time", s.detected_ts AS detected, s.resolved_ts AS resolved,
        s.severity, s.kind,
-       CASE WHEN s.resolved_ts IS NULL OR s.resolved_ts > $__timeTo() THEN 'firing'
-            ELSE 'resolved' END AS status,
+       {sql.STATUS} AS status,
        s.node, s.instance, s.message, s.evidence::text AS evidence, s.alert_id AS "alert id"
 FROM (
 {indent(sql.alert_spans(f"f.group_id = {GROUP} AND f.category <> 'info'"), 4)}
@@ -104,7 +103,7 @@ def config_annotation(kind: str) -> str:
     return f"""SELECT a.event_ts AS "time", a.message AS text, a.kind AS tags
 FROM alerts a
 WHERE a.run_id = {RUN} AND a.group_id = {GROUP} AND $__timeFilter(a.event_ts)
-  AND a.status = 'firing' AND a.kind = '{kind}'
+  AND a.status = 'event' AND a.kind = '{kind}'
 ORDER BY 1"""
 
 

@@ -12,7 +12,8 @@ Guarantees:
   and alert (by aggregate queries), timelines are drawn for the most affected groups only (at
   most ``max_timelines``, critical first) with a note naming how many were left out, and the
   per-alert latency table is capped (``max_alert_rows``) with a note;
-- the same database content gives the same files (no generation time, no randomness).
+- the same database content (and, with ``events``, the same records in Kafka) gives the same
+  files (no generation time, no randomness).
 
 Sections: summary (groups, events, alerts by kind and severity, time span), affected groups, a
 timeline per affected group with its alerts and their evidence, detection latency, data
@@ -30,6 +31,7 @@ from typing import Any
 
 from replimon.replay import iso
 from replimon.replay.report_data import AlertRow, RunData, Timeline, load_run
+from replimon.replay.report_events import EventSource
 from replimon.replay.report_md import duration, markdown, reproduce, run_kind
 from replimon.replay.report_svg import timeline_svg
 
@@ -109,7 +111,7 @@ stroke:#000;stroke-width:1.5}svg .mk.sel .drop{opacity:1;stroke-width:2}
 .lg i.ring{width:9px;height:9px;border:2px solid #455a64;border-radius:50%}
 details.ev{margin:4px 0;border-left:3px solid transparent;padding-left:6px}
 details.ev.hl{border-left-color:#1565c0;background:#f0f6ff}details.ev summary{cursor:pointer}
-details.ev table{font-size:12px}details.ev td:nth-child(3){white-space:nowrap}.msg{margin:2px 0 4px}
+details.ev table{font-size:12px}details.ev td:nth-child(3){white-space:nowrap}.msg{display:block;margin:2px 0 4px;cursor:text}
 @media print{details.ev{display:block}nav{display:none}}
 """
 
@@ -231,11 +233,14 @@ def _alert_details(rows: dict[str, AlertRow]) -> str:
            f'{_sev(first.severity)} <code>{_e(first.kind)}</code> at {_e(iso(first.event_ms))}'
            f'{" · " + _e(where) if where else ""} · '
            f'{"resolved at " + _e(iso(resolved.event_ms)) if resolved else _e(first.status)}'
-           f' · id <code>{_e(first.alert_id)}</code></summary>',
-           f'<p class="msg">{_e(first.message)}</p>', _evidence_table(first.evidence)]
+           f' · id <code>{_e(first.alert_id)}</code>'
+           # The explanation is part of the summary, so it shows with the evidence closed.
+           f'<span class="msg">{_e(first.message)}</span>']
     if resolved is not None and first is not resolved:
-        out += [f'<p class="msg">Resolved: {_e(resolved.message)}</p>',
-                _evidence_table(resolved.evidence)]
+        out.append(f'<span class="msg">Resolved: {_e(resolved.message)}</span>')
+    out += ["</summary>", _evidence_table(first.evidence)]
+    if resolved is not None and first is not resolved:
+        out += ['<p class="note">Evidence of the resolution:</p>', _evidence_table(resolved.evidence)]
     return "".join(out) + "</details>"
 
 
@@ -257,11 +262,24 @@ def _timeline(t: Timeline, index: int) -> str:
            'hover for a summary.</p>']
     out += [_alert_details(r) for r in notable]
     if info:
-        out.append(f'<details><summary>{len(info)} configuration events (CONFIG_INSTALLED, '
-                   'RECONFIG_REFUSED, INCOMPLETE_HISTORY)</summary>')
+        out.append(f'<h4>{len(info)} info events (CONFIG_INSTALLED, RECONFIG_REFUSED, '
+                   'INCOMPLETE_HISTORY, ...)</h4>')
         out += [_alert_details(r) for r in info]
-        out.append("</details>")
     return "".join(out) + "</section>"
+
+
+def _sources(d: RunData) -> str:
+    """Where the timelines' frontier and heartbeat points come from."""
+    snapshots = ('the group snapshots (node_timeseries, group_timeseries): every micro-batch in '
+                 'a replay, at most every streaming.snapshot_interval_s in a live run')
+    if d.series_note is None:
+        return f"Frontiers and heartbeat ages are {_e(snapshots)}."
+    if any(t.series_points for t in d.timelines):
+        return ("Frontiers, the horizon and heartbeat ages are lines computed from the run's "
+                "events by the monitor core at regular points of event time "
+                f"({_e(d.series_note)}); the dots are {_e(snapshots)}.")
+    return (f"Frontiers and heartbeat ages are {_e(snapshots)}; no series from the events: "
+            f"{_e(d.series_note)}.")
 
 
 def _timelines(d: RunData) -> str:
@@ -269,9 +287,7 @@ def _timelines(d: RunData) -> str:
            '<p class="note">Per group, on one event-time axis: alerts (triangles; a bar to the '
            'resolution), each node\'s executed (solid) and decided (dotted) frontier against the '
            'effective horizon (red, stepped), the configurations installed and active, and the '
-           'heartbeat age of each node with its silences. Frontiers and heartbeat ages are the '
-           'group snapshots (node_timeseries, group_timeseries): every micro-batch in a replay, at '
-           'most every streaming.snapshot_interval_s in a live run.</p>']
+           'heartbeat age of each node with its silences. ' + _sources(d) + '</p>']
     if not d.timelines:
         out.append("<p>No affected group: nothing to draw.</p>")
     out += [_timeline(t, i) for i, t in enumerate(d.timelines)]
@@ -304,7 +320,7 @@ def _latency(d: RunData) -> str:
         if d.live:
             row += [_e(duration(lat.wall_median_ms)), _e(duration(lat.wall_max_ms))]
         rows.append(row)
-    out.append("<h3>By kind (firing rows)</h3>" + _table(head, rows, {1, 2, 3, 4, 5}))
+    out.append("<h3>By kind (first rows: firing, or an info event)</h3>" + _table(head, rows, {1, 2, 3, 4, 5}))
     head = ["alert id", "group", "kind", "severity", "event time", "detected", "detected − event"]
     if d.live:
         head += ["inserted − event"]
@@ -388,13 +404,16 @@ def render_html(d: RunData) -> str:
 
 
 def write_report(dsn: str, run_id: str, html_path: Path, md_path: Path | None = None, *,
-                 max_timelines: int | None = None) -> ReportSummary:
+                 max_timelines: int | None = None,
+                 events: EventSource | None = None) -> ReportSummary:
     """Write the HTML report of ``run_id`` (and the Markdown summary when ``md_path``).
+    ``events``: the broker and topics to read the run's events from, so the timelines plot
+    frontiers and heartbeat ages from the events (None: from the tables' snapshots only).
 
     ValueError ``no run 'x' in PostgreSQL (known: ...)`` for a run PostgreSQL does not know.
     """
     kw = {} if max_timelines is None else {"max_timelines": max_timelines}
-    data = load_run(dsn, run_id, **kw)
+    data = load_run(dsn, run_id, events=events, **kw)
     html_path = Path(html_path)
     html_path.parent.mkdir(parents=True, exist_ok=True)
     html_path.write_text(render_html(data), encoding="utf-8")

@@ -25,6 +25,7 @@ from typing import Any
 
 import psycopg
 
+from replimon.replay.report_events import EventSource, load_series
 from replimon.store.report_reads import (
     affected_groups,
     alert_kinds,
@@ -91,6 +92,10 @@ class Timeline:
     alerts: list[AlertRow]  # every row of the group, info included, by event time
     points: list[dict[str, Any]]  # group_timeseries rows by ts (ts as epoch ms)
     nodes: dict[str, list[dict[str, Any]]]  # node -> node_timeseries rows by ts
+    # The same shapes computed from the events at regular points of event time
+    # (report_series.py); empty when the events could not be read.
+    series_points: list[dict[str, Any]] = field(default_factory=list)
+    series_nodes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -138,11 +143,14 @@ class RunData:
     max_timelines: int
     max_alert_rows: int
     severities: dict[str, int] = field(default_factory=dict)
+    series_note: str | None = None  # where the event series came from, or why there are none
 
 
 def load_run(dsn: str, run_id: str, *, max_timelines: int = MAX_TIMELINES,
-             max_alert_rows: int = MAX_ALERT_ROWS) -> RunData:
-    """Everything the report of ``run_id`` shows; ValueError for a run PostgreSQL does not know."""
+             max_alert_rows: int = MAX_ALERT_ROWS, events: EventSource | None = None) -> RunData:
+    """Everything the report of ``run_id`` shows; ValueError for a run PostgreSQL does not know.
+    ``events``: where to read the run's events for the drawn groups' series (None: the tables'
+    snapshots only)."""
     with psycopg.connect(dsn) as conn:
         require_run(conn, run_id)
         totals = run_totals(conn, run_id)
@@ -173,4 +181,11 @@ def load_run(dsn: str, run_id: str, *, max_timelines: int = MAX_TIMELINES,
             max_alert_rows=max_alert_rows)
     for k in kinds:
         data.severities[k.severity] = data.severities.get(k.severity, 0) + k.alerts
+    if events is not None:
+        got = load_series(events, drawn, data.span, data.replay)
+        data.series_note = got.note
+        if got.series is not None:
+            for t in data.timelines:
+                t.series_points = got.series.points.get(t.group, [])
+                t.series_nodes = got.series.nodes.get(t.group, {})
     return data

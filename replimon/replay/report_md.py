@@ -145,7 +145,7 @@ def markdown(data: RunData) -> str:
                        "report).")
     else:
         out.append("No group had a warning or critical alert.")
-    out += ["", "## Detection latency (event time: detected_ts - event_ts, firing rows)", ""]
+    out += ["", "## Detection latency (event time: detected_ts - event_ts, first rows)", ""]
     if data.latency:
         head = ["kind", "alerts", "median", "max"]
         rows = [[lat.kind, lat.alerts, duration(lat.median_ms), duration(lat.max_ms)]

@@ -4,15 +4,18 @@ One picture per affected group, four bands on one event-time axis:
 
 1. *alerts*: a triangle per warning/critical alert at its event time, a bar to its resolution for
    a wedge that resolved; a dashed line from it down through the other bands;
-2. *frontiers*: each node's executed (solid) and decided (dotted) frontier from node_timeseries,
-   and the group's effective horizon (red, stepped) from group_timeseries: a node's decided
-   frontier touching the horizon is the picture of a horizon wedge;
+2. *frontiers*: each node's executed (solid) and decided (dotted) frontier, and the group's
+   effective horizon (red, stepped): a node's decided frontier touching the horizon is the
+   picture of a horizon wedge. The lines go through the series computed from the events
+   (``Timeline.series_*``, `replimon.replay.report_series`) when the report has them, else
+   through the snapshots (node_timeseries, group_timeseries); the snapshots are dots either way;
 3. *configurations*: the configurations installed (CONFIG_INSTALLED, a segment from its install
    to the next one, labelled with its start and event horizon), refusals (RECONFIG_REFUSED) and
    the active configuration of each snapshot (group_timeseries.active_config, with the pending
    ones);
-4. *heartbeats*: each node's heartbeat age (how stale it looked at each snapshot) with its
-   NODE_SILENT intervals, and GROUP_SILENT intervals across the band.
+4. *heartbeats*: each node's heartbeat age (how stale it looked: a line through the event
+   series, else the snapshots; the snapshots' ages as dots) with its NODE_SILENT intervals, and
+   GROUP_SILENT intervals across the band.
 
 Every marker carries ``data-alert`` (the alert id) and a ``<title>`` (the browser's tooltip) with
 the alert and its evidence events (type, node, time, topic/partition/offset); the report's script
@@ -77,8 +80,8 @@ def _fmt_int(v: float) -> str:
 
 
 def _time_range(t: Timeline) -> tuple[int, int]:
-    times: list[int] = [p["ts"] for p in t.points if p["ts"] is not None]
-    for rows in t.nodes.values():
+    times: list[int] = [p["ts"] for p in [*t.points, *t.series_points] if p["ts"] is not None]
+    for rows in [*t.nodes.values(), *t.series_nodes.values()]:
         times += [p["ts"] for p in rows if p["ts"] is not None]
         times += [p["last_ts"] for p in rows if p["last_ts"] is not None]
     for a in t.alerts:
@@ -140,7 +143,11 @@ def timeline_svg(t: Timeline, index: int) -> str:
     def x(ms: int) -> float:
         return LEFT + (ms - t0) * PLOT / (t1 - t0)
 
-    nodes = sorted(t.nodes)
+    nodes = sorted(set(t.nodes) | set(t.series_nodes))
+    # The lines: from the events when the report has their series, else through the snapshots;
+    # the snapshots are drawn as dots either way.
+    line_nodes = t.series_nodes if t.series_points else t.nodes
+    line_points = t.series_points or t.points
     color = {n: NODE_COLORS[i % len(NODE_COLORS)] for i, n in enumerate(nodes)}
     by_id: dict[str, dict[str, AlertRow]] = {}
     for a in t.alerts:
@@ -156,9 +163,9 @@ def timeline_svg(t: Timeline, index: int) -> str:
     # -- 2. frontiers
     y += strip_h + 10
     f_top, f_h = y, 200
-    values = [v for rows in t.nodes.values() for p in rows for v in (p["decided"], p["executed"])
-              if v is not None] + [p["effective_horizon"] for p in t.points
-                                   if p["effective_horizon"] is not None]
+    values = [v for rows in [*t.nodes.values(), *line_nodes.values()] for p in rows
+              for v in (p["decided"], p["executed"]) if v is not None]
+    values += [p["effective_horizon"] for p in line_points if p["effective_horizon"] is not None]
     values += [v for _, _, v, _ in _evidence_points(t, color)]
     lo, hi = (min(values), max(values)) if values else (0, 1)
     if hi - lo < 4:
@@ -178,22 +185,23 @@ def timeline_svg(t: Timeline, index: int) -> str:
                      f'text-anchor="end">{_fmt_int(v)}</text>')
     # The effective horizon holds from one snapshot to the next: a step after each point.
     steps: list[tuple[float, float] | None] = []
-    for i, p in enumerate(t.points):
+    for i, p in enumerate(line_points):
         if p["effective_horizon"] is None:
             steps.append(None)
             continue
-        nxt = t.points[i + 1]["ts"] if i + 1 < len(t.points) else p["ts"]
+        nxt = line_points[i + 1]["ts"] if i + 1 < len(line_points) else p["ts"]
         steps += [(x(p["ts"]), fy(p["effective_horizon"])), (x(nxt), fy(p["effective_horizon"]))]
     parts.append(_polyline(steps, stroke=HORIZON_COLOR, stroke_width="2",
                            stroke_dasharray="7 3", class_="horizon"))
     for n in nodes:
-        rows = t.nodes[n]
+        rows = line_nodes.get(n, [])
         parts.append(_polyline([None if p["decided"] is None else (x(p["ts"]), fy(p["decided"]))
                                 for p in rows], stroke=color[n], stroke_width="1.4",
                                stroke_dasharray="2 3"))
         parts.append(_polyline([None if p["executed"] is None else (x(p["ts"]), fy(p["executed"]))
-                                for p in rows], stroke=color[n], stroke_width="2.2"))
-        for p in rows:
+                                for p in rows], stroke=color[n], stroke_width="2.2",
+                               class_="series" if t.series_points else "snapshots"))
+        for p in t.nodes.get(n, []):
             if p["executed"] is not None:
                 parts.append(
                     f'<circle cx="{x(p["ts"]):.1f}" cy="{fy(p["executed"]):.1f}" r="3" '
@@ -251,8 +259,8 @@ def timeline_svg(t: Timeline, index: int) -> str:
     # -- 4. heartbeats
     y = c_top + 2 * row_h + 12
     h_top, h_h = y, 110
-    ages = [p["heartbeat_age_ms"] for rows in t.nodes.values() for p in rows
-            if p["heartbeat_age_ms"] is not None]
+    ages = [p["heartbeat_age_ms"] for rows in [*t.nodes.values(), *line_nodes.values()]
+            for p in rows if p["heartbeat_age_ms"] is not None]
     h_max = max([1000, *ages]) * 1.1
 
     def hy(v: float) -> float:
@@ -278,10 +286,16 @@ def timeline_svg(t: Timeline, index: int) -> str:
             f'<text class="cfgtext" x="{x0 + 4:.1f}" y="{h_top + h_h - 6}">'
             f'{_e(first.kind)} {_e(who)}</text></g>')
     for n in nodes:
-        rows = t.nodes[n]
         parts.append(_polyline([None if p["heartbeat_age_ms"] is None
-                                else (x(p["ts"]), hy(p["heartbeat_age_ms"])) for p in rows],
-                               stroke=color[n], stroke_width="1.8"))
+                                else (x(p["ts"]), hy(p["heartbeat_age_ms"]))
+                                for p in line_nodes.get(n, [])],
+                               stroke=color[n], stroke_width="1.8",
+                               class_="series" if t.series_points else "snapshots"))
+        if t.series_points:  # the snapshots' ages as dots on the line from the events
+            parts += [f'<circle cx="{x(p["ts"]):.1f}" cy="{hy(p["heartbeat_age_ms"]):.1f}" r="2.5" '
+                      f'fill="{color[n]}"><title>{_e(n)} at {_e(iso(p["ts"]))}: heartbeat age '
+                      f'{p["heartbeat_age_ms"] / 1000:g} s (snapshot)</title></circle>'
+                      for p in t.nodes.get(n, []) if p["heartbeat_age_ms"] is not None]
     bottom = h_top + h_h
     # -- alert markers over everything (drawn last so they are on top and clickable)
     for first, resolved in sorted(notable, key=lambda fr: fr[0].event_ms):

@@ -47,12 +47,15 @@ class Window:
 
 
 def plan_window(bootstrap: str, topics: Sequence[str], from_ms: int, to_ms: int,
-                client_options: Mapping[str, str] | None = None) -> Window:
+                client_options: Mapping[str, str] | None = None,
+                timeout_s: float | None = None) -> Window:
     """Resolve the window's offsets on the broker; ReplayError for an empty window or one that
-    starts before what Kafka still holds."""
+    starts before what Kafka still holds (``timeout_s``: the client's, default its own)."""
     if from_ms >= to_ms:
         raise ReplayError(f"--from ({iso(from_ms)}) must be before --to ({iso(to_ms)})")
-    with KafkaClient({"bootstrap.servers": bootstrap, **(client_options or {})}) as client:
+    config = {"bootstrap.servers": bootstrap, **(client_options or {})}
+    client = KafkaClient(config) if timeout_s is None else KafkaClient(config, timeout_s=timeout_s)
+    with client:
         tps, marks, ends = client.snapshot(topics)
         if not tps:
             raise ReplayError(f"none of the topics {', '.join(topics)} exists on {bootstrap}")

@@ -2,7 +2,8 @@
 
 Alerts come back in the payload form of ``Alert.to_dict`` (docs/rules.md "Alert records"): times
 as epoch ms, evidence as the list stored, so a stored alert compares equal to the alert that was
-written. Order: by event time, then alert id, then status (``firing`` before ``resolved``).
+written: an info alert's ``event`` row comes back with the status the monitor gave it
+(``firing``). Order: by event time, then alert id, then status (``firing`` before ``resolved``).
 
 The functions take an open connection (the diff and the report read many things through one).
 `RunReader` binds them to one run and opens a short connection per call: what tests, benchmarks
@@ -16,7 +17,7 @@ from typing import Any
 import psycopg
 
 from replimon.store.runs import DEFAULT_PIPELINE, LIVE_RUN, last_batch_id
-from replimon.store.values import MAX_MS, ms_from_ts, ts_from_ms
+from replimon.store.values import MAX_MS, ms_from_ts, payload_status, ts_from_ms
 
 _ALERT_COLUMNS = """alert_id, group_id, kind, severity, category, status, instance, node,
                     event_ts, detected_ts, message, evidence"""
@@ -27,7 +28,7 @@ def _alert_dict(row: tuple[Any, ...]) -> dict[str, Any]:
     (alert_id, group, kind, severity, category, status, instance, node, event_ts, detected_ts,
      message, evidence) = row
     return {"alert_id": alert_id, "group": group, "kind": kind, "severity": severity,
-            "category": category, "status": status, "instance": instance, "node": node,
+            "category": category, "status": payload_status(status), "instance": instance, "node": node,
             "event_ts_ms": ms_from_ts(event_ts), "detected_ts_ms": ms_from_ts(detected_ts),
             "message": message, "evidence": evidence}
 
@@ -51,7 +52,8 @@ def alerts(conn: psycopg.Connection[Any], run_id: str, *,
 
 
 def firing_alerts(conn: psycopg.Connection[Any], run_id: str) -> list[dict[str, Any]]:
-    """Alerts firing now: a firing row without a resolved row, by event time."""
+    """Alerts firing now: a firing row without a resolved row, by event time (never an info
+    alert: its row is an ``event``)."""
     rows = conn.execute(
         f"SELECT {_ALERT_COLUMNS} FROM alerts f WHERE f.run_id = %s"
         " AND f.status = 'firing' AND NOT EXISTS (SELECT 1 FROM alerts r"
@@ -62,7 +64,8 @@ def firing_alerts(conn: psycopg.Connection[Any], run_id: str) -> list[dict[str, 
 
 
 def alert_ids(conn: psycopg.Connection[Any], run_id: str, status: str | None = None) -> set[str]:
-    """The alert ids stored for a run (optionally only rows of one status)."""
+    """The alert ids stored for a run (optionally only rows of one stored status: ``firing``,
+    ``resolved`` or ``event``)."""
     rows = conn.execute(
         "SELECT DISTINCT alert_id FROM alerts WHERE run_id = %s"
         " AND (%s::text IS NULL OR status = %s::text)", (run_id, status, status)).fetchall()

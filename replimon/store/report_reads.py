@@ -163,14 +163,15 @@ def _ms(seconds: Any) -> float | None:
 def alert_latency(conn: psycopg.Connection[Any], run_id: str) -> list[tuple[Any, ...]]:
     """Per kind, by kind: (kind, alerts, median and max of detected - event time, median and max
     of inserted - event time), the times in ms (float; None: no value)."""
-    # Firing rows only: a resolved row's detection is the resolution, not the alert's detection.
+    # First rows only (firing, or an info alert's event): a resolved row's detection is the
+    # resolution, not the alert's detection.
     rows = conn.execute("""
         SELECT kind, count(*),
                percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM detected_ts - event_ts)),
                max(extract(epoch FROM detected_ts - event_ts)),
                percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM inserted_at - event_ts)),
                max(extract(epoch FROM inserted_at - event_ts))
-        FROM alerts WHERE run_id = %s AND status = 'firing' GROUP BY kind ORDER BY kind""",
+        FROM alerts WHERE run_id = %s AND status <> 'resolved' GROUP BY kind ORDER BY kind""",
                         (run_id,)).fetchall()
     return [(kind, int(n), _ms(med), _ms(mx), _ms(wmed), _ms(wmx))
             for kind, n, med, mx, wmed, wmx in rows]

@@ -10,7 +10,9 @@ Guarantee of `ADVANCE`: it moves ``pipeline_batches(run_id, pipeline).last_batch
 given batch id only if that is higher, locks the row, and returns a row only then; a writer that
 gets no row must write nothing (the batch was committed before: a retry, or an older batch).
 Concurrent writers of one pipeline serialize on the row lock (docs/postgres.md "Exactly-once
-effect"). `INSERT_ALERT` never changes a stored row: an (alert id, status) row is a fact.
+effect"). `INSERT_ALERT` never changes a stored row: an (alert id, status) row is a fact. Both alert
+inserts store an info alert's row with the status ``event`` (``replimon.store.values.stored_status``;
+the table's CHECK rejects anything else since schema version 4).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from replimon.store.values import ts_from_ms
+from replimon.store.values import EVENT, stored_status, ts_from_ms
 
 # Parameters: run_id, pipeline, batch_id. RETURNING: a row if and only if the batch is new.
 ADVANCE = """
@@ -49,11 +51,13 @@ ON CONFLICT (run_id, alert_id, status) DO NOTHING"""
 
 # Parameters: run_id, a JSON array of alert payloads (``Alert.to_dict`` as JSON text), batch_id.
 # The alerts as the monitor encoded them, read by PostgreSQL: nothing decodes and re-encodes them
-# on the way (an alert is encoded once, in the monitor). Times as alert_row's ts_from_ms.
-INSERT_ALERTS_JSON = """
+# on the way (an alert is encoded once, in the monitor). Times as alert_row's ts_from_ms, the
+# status as its stored_status.
+INSERT_ALERTS_JSON = f"""
 INSERT INTO alerts (run_id, alert_id, status, group_id, kind, severity, category, instance, node,
                     event_ts, detected_ts, message, evidence, batch_id)
-SELECT %(run)s, a->>'alert_id', a->>'status', a->>'group', a->>'kind', a->>'severity',
+SELECT %(run)s, a->>'alert_id',
+       CASE WHEN a->>'severity' = 'info' THEN '{EVENT}' ELSE a->>'status' END, a->>'group', a->>'kind', a->>'severity',
        a->>'category', (a->>'instance')::bigint, a->>'node',
        'epoch'::timestamptz + (a->>'event_ts_ms')::bigint * interval '1 millisecond',
        'epoch'::timestamptz + (a->>'detected_ts_ms')::bigint * interval '1 millisecond',
@@ -69,8 +73,8 @@ def json_array(texts: list[str]) -> str:
 
 def alert_row(a: Mapping[str, Any], run_id: str, batch_id: int) -> tuple[Any, ...]:
     """An alert payload (``Alert.to_dict``, docs/rules.md "Alert records") as `INSERT_ALERT`'s
-    parameters."""
-    return (run_id, a["alert_id"], a["status"], a["group"], a["kind"], a["severity"],
+    parameters (an info alert's status stored as ``event``)."""
+    return (run_id, a["alert_id"], stored_status(a["severity"], a["status"]), a["group"], a["kind"], a["severity"],
             a["category"], a.get("instance"), a.get("node"), ts_from_ms(a["event_ts_ms"]),
             ts_from_ms(a["detected_ts_ms"]), a["message"], Jsonb(list(a.get("evidence") or [])),
             batch_id)

@@ -30,7 +30,7 @@ from psycopg.types.json import Jsonb
 
 from replimon.store.runs import DEFAULT_PIPELINE, LIVE_RUN, last_batch_id
 from replimon.store.schema import migrate
-from replimon.store.values import nonneg, ts_from_ms
+from replimon.store.values import config_text, nonneg, ts_from_ms
 from replimon.store.writes import ADVANCE, INSERT_ALERT, INSERT_ALERTS_JSON, alert_row, json_array
 from replimon.streaming.sinks.backlog import Backlog, Backoff, Pending
 
@@ -60,12 +60,6 @@ def _node_rows(s: Mapping[str, Any], run_id: str, batch_id: int) -> Iterable[tup
                bool(n.get("silent")), batch_id)
 
 
-def _config_text(c: Mapping[str, Any]) -> str:
-    """A config as the dashboards show it: 'start 1201 · eh 10 · n1 n2 n3'."""
-    return (f"start {c['start']} · eh {c['event_horizon']} · "
-            + " ".join(str(m["id"]) for m in c["members"]))
-
-
 def _series_row(s: Mapping[str, Any], run_id: str) -> tuple[Any, ...] | None:
     ts = ts_from_ms(s.get("clock_ms"))
     if ts is None:  # no event yet: no point in time to put it at
@@ -77,8 +71,8 @@ def _series_row(s: Mapping[str, Any], run_id: str) -> tuple[Any, ...] | None:
             s.get("window_use"), s.get("window_fraction"),
             None if active is None else len(active["members"]), len(pending),
             None if active is None else active["start"],
-            None if active is None else _config_text(active),
-            " | ".join(_config_text(c) for c in pending) or None)
+            None if active is None else config_text(active),
+            " | ".join(config_text(c) for c in pending) or None)
 
 
 def _node_series_rows(s: Mapping[str, Any], run_id: str) -> Iterable[tuple[Any, ...]]:

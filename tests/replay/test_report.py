@@ -41,7 +41,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from replimon.core.limits import Limits
 from replimon.replay.report import ReportSummary, write_report
+from replimon.replay.report_data import load_run
+from replimon.replay.report_events import EventSource
 from replimon.replay.report_md import md_cell
 from tests.support import copy_run, delete_run
 
@@ -68,7 +71,8 @@ class Written:
 def written(e2e: Any, tmp_path_factory: pytest.TempPathFactory) -> Written:
     out = tmp_path_factory.mktemp("report")
     html_path, md_path = out / "report.html", out / "report.md"
-    summary = write_report(e2e.settings.postgres.dsn, e2e.run_id, html_path, md_path)
+    summary = write_report(e2e.settings.postgres.dsn, e2e.run_id, html_path, md_path,
+                           events=EventSource.from_settings(e2e.settings))
     return Written(summary, html_path, html_path.read_text(encoding="utf-8"),
                    md_path.read_text(encoding="utf-8"))
 
@@ -261,6 +265,40 @@ def test_timelines_are_capped_with_a_note(e2e: Any, tmp_path: Path) -> None:
     left = summary.affected - 3
     assert f"{left} groups are listed here without one" in (tmp_path / "r.html").read_text()
     assert len(page.tables["affected"]) - 1 == summary.affected  # the summary keeps them all
+
+
+def test_timelines_plot_the_events(e2e: Any, written: Written) -> None:
+    """Frontier and heartbeat lines come from the run's events read back from Kafka: a few
+    hundred points per group where the tables hold a snapshot per micro-batch, and the
+    group_silent fault's silence is a rising heartbeat age past the threshold."""
+    data = load_run(e2e.settings.postgres.dsn, e2e.run_id,
+                    events=EventSource.from_settings(e2e.settings))
+    assert data.series_note is not None and "records of" in data.series_note, data.series_note
+    silent = next(g for g, m in e2e.manifest.items() if m["fault"] == "group_silent")
+    lim = Limits.from_settings(e2e.settings)
+    for t in data.timelines:
+        assert len(t.series_points) >= 100, (t.group, len(t.series_points))
+        assert len(t.series_points) > 10 * max(1, len(t.points)), t.group
+        assert set(t.series_nodes) >= set(t.nodes), t.group
+        executed = [p["executed"] for rows in t.series_nodes.values() for p in rows
+                    if p["executed"] is not None]
+        assert len(set(executed)) > 20, t.group  # the frontiers move between the snapshots
+        if t.group == silent:
+            ages = [p["heartbeat_age_ms"] for rows in t.series_nodes.values() for p in rows
+                    if p["heartbeat_age_ms"] is not None]
+            assert max(ages) >= lim.group_silent_ms
+    page = Page(written.html)
+    assert written.html.count('class="series"') >= 2 * 3 * len(page.sections)  # 2 lines a node
+    assert "computed from the run's events" in written.html
+
+
+def test_events_out_of_reach_leave_the_snapshots(e2e: Any, tmp_path: Path) -> None:
+    topics = EventSource.from_settings(e2e.settings).topics
+    write_report(e2e.settings.postgres.dsn, e2e.run_id, tmp_path / "r.html", None,
+                 max_timelines=2, events=EventSource("127.0.0.1:1", topics, timeout_s=2))
+    text = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "no series from the events: the run&#x27;s events could not be read from 127.0.0.1:1" in text
+    assert 'class="series"' not in text and 'class="snapshots"' in text
 
 
 # -- Chromium ----------------------------------------------------------------------------------------

@@ -62,3 +62,37 @@ def test_migrations_apply_once_even_when_concurrent_and_are_idempotent(fresh_db:
 def test_migrate_on_a_migrated_database_applies_nothing(postgres: EmbeddedPostgres) -> None:
     migrate(postgres.dsn)
     assert migrate(postgres.dsn) == []
+
+
+def _alert_sql(run: str, alert_id: str, status: str, severity: str, kind: str) -> str:
+    return ("INSERT INTO alerts (run_id, alert_id, status, group_id, kind, severity, category,"
+            " event_ts, detected_ts, message, batch_id)"
+            f" VALUES ('{run}', '{alert_id}', '{status}', 'g1', '{kind}', '{severity}',"
+            f" '{'info' if severity == 'info' else 'wedge'}', now(), now(), 'm', 0)")
+
+
+def test_version_4_turns_stored_info_alerts_into_events(fresh_db: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A database written before version 4 holds info alerts as 'firing': the migration makes
+    them 'event' rows (same ids), leaves the others alone, and from then on the table takes an
+    'event' row for an info alert and nothing else."""
+    import replimon.store.schema as schema
+
+    before = [m for m in migrations() if m[0] < 4]
+    monkeypatch.setattr(schema, "migrations", lambda: before)
+    assert migrate(fresh_db) == [1, 2, 3]
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        conn.execute(_alert_sql("live", "i1", "firing", "info", "CONFIG_INSTALLED"))
+        conn.execute(_alert_sql("live", "w1", "firing", "critical", "QUORUM_LOST"))
+        conn.execute(_alert_sql("live", "w1", "resolved", "critical", "QUORUM_LOST"))
+    monkeypatch.undo()
+    assert migrate(fresh_db) == [v for v, _, _ in migrations() if v >= 4]
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        rows = conn.execute("SELECT alert_id, status FROM alerts ORDER BY 1, 2").fetchall()
+        assert rows == [("i1", "event"), ("w1", "firing"), ("w1", "resolved")]
+        for bad in (_alert_sql("live", "i2", "firing", "info", "RECONFIG_REFUSED"),
+                    _alert_sql("live", "w2", "event", "critical", "QUORUM_LOST"),
+                    _alert_sql("live", "w3", "open", "critical", "QUORUM_LOST")):
+            with pytest.raises(psycopg.errors.CheckViolation):
+                conn.execute(bad)
+        conn.execute(_alert_sql("live", "i2", "event", "info", "RECONFIG_REFUSED"))

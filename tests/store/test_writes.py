@@ -3,6 +3,7 @@ alert row is stored as its payload and never changed."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -66,4 +67,32 @@ def test_an_alert_row_is_its_payload_and_never_changes(
                                 (run,)).fetchone() or (None,)
     assert batch == 4
     row = alert_row(first, run, 4)
-    assert INSERT_ALERT.count("%s") == len(row) and row[:3] == (run, first["alert_id"], "firing")
+    assert INSERT_ALERT.count("%s") == len(row) and row[:3] == (
+        run, first["alert_id"], "event" if first["severity"] == "info" else first["status"])
+
+
+def test_an_info_alert_is_stored_as_an_event_and_read_back_as_emitted(
+        dsn: str, outputs: dict[str, Any], new_run: Callable[[], str]) -> None:
+    """Both insert paths (rows, and the JSON text the job hands PostgreSQL) store an info alert's
+    row as 'event' (never 'firing': it is not a problem and never resolves); the reads give the
+    payload back as the monitor emitted it, and it is not among the firing alerts."""
+    from replimon.store.writes import INSERT_ALERTS_JSON, json_array
+
+    info = [a for a in outputs["alerts"] if a["severity"] == "info"][:2]
+    problem = next(a for a in outputs["alerts"] if a["severity"] == "critical" and a["status"] == "firing")
+    assert len(info) == 2 and all(a["status"] == "firing" for a in info)
+    run = new_run()
+    with psycopg.connect(dsn) as conn:
+        conn.execute(INSERT_ALERT, alert_row(info[0], run, 0))
+        conn.execute(INSERT_ALERTS_JSON, {"run": run, "alerts": json_array([json.dumps(info[1])]),
+                                          "batch": 0})
+        conn.execute(INSERT_ALERT, alert_row(problem, run, 0))
+        stored = dict(conn.execute("SELECT alert_id, status FROM alerts WHERE run_id = %s",
+                                   (run,)).fetchall())
+    assert stored == {info[0]["alert_id"]: "event", info[1]["alert_id"]: "event",
+                      problem["alert_id"]: "firing"}
+    reader = RunReader(dsn, run)
+    got = {a["alert_id"]: a for a in reader.alerts()}
+    assert all(got[a["alert_id"]] == a for a in (*info, problem))
+    assert [a["alert_id"] for a in reader.firing_alerts()] == [problem["alert_id"]]
+    assert reader.alert_ids(status="event") == {a["alert_id"] for a in info}

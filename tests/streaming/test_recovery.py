@@ -40,6 +40,7 @@ from replimon.core import Monitor
 from replimon.core.limits import Limits
 from replimon.producers.simulator import SimOptions, Simulator, parse_injection
 from replimon.store.reads import RunReader
+from replimon.store.values import payload_status
 from tests.support import (
     batch_frame,
     eventually,
@@ -163,7 +164,7 @@ class Pg:
         return sum(s["counts"]["events"] for s in self.snapshots().values())
 
     def alert_rows(self) -> list[tuple[str, str, int]]:
-        return [(a, s, int(b)) for a, s, b in self.conn.execute(
+        return [(a, payload_status(s), int(b)) for a, s, b in self.conn.execute(
             "SELECT alert_id, status, batch_id FROM alerts WHERE run_id = %s", (self.run_id,)).fetchall()]
 
     def close(self) -> None:
