@@ -73,11 +73,12 @@ def check(
     *,
     sort_by_time: bool = False,
     on_alert: Callable[[Alert], None] | None = None,
+    pins: tuple[tuple[str, str], ...] = (),
 ) -> CheckResult:
     """Run the rules over ``(source, line number, raw line)`` in order; alerts go to ``on_alert``
     as they are raised (and into the result)."""
     result = CheckResult()
-    monitor = Monitor(limits)
+    monitor = Monitor(limits, pins)
 
     def events() -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
         for name, n, raw in sources:
@@ -102,6 +103,9 @@ def check(
         ts = ev["ts_ms"]
         result.first_ts = ts if result.first_ts is None else min(result.first_ts, ts)
         result.last_ts = ts if result.last_ts is None else max(result.last_ts, ts)
+        reason = monitor.conflict(ev)
+        if reason is not None:  # a dead letter; the monitor raises FAMILY_CONFLICT once
+            result.bad.append(BadLine(src["file"], src["line"], reason))
         emit(monitor.process(ev, src))
     emit(monitor.finish())
     result.groups = len(monitor.groups)

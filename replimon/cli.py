@@ -390,7 +390,8 @@ def check(
 
     started = time.perf_counter()
     try:
-        result = run_check(lines(), limits, sort_by_time=sort_by_time, on_alert=show)
+        result = run_check(lines(), limits, sort_by_time=sort_by_time, on_alert=show,
+                           pins=settings.family_pins)
     finally:
         for name, stream in streams:
             if name != "<stdin>":

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -225,6 +225,25 @@ class Settings(BaseSettings):
     streaming: Streaming = Streaming()
     simulator: Simulator = Simulator()
     quality: Quality = Quality()
+    # Pins a group's protocol family: group id or glob -> family (the first match wins); other
+    # groups take the family of their first event (docs/families.md, "Which family a group is").
+    families: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("families")
+    @classmethod
+    def _known_families(cls, value: dict[str, str]) -> dict[str, str]:
+        from replimon.core.group import FAMILIES
+
+        for pattern, family in value.items():
+            if family not in FAMILIES:
+                raise ValueError(f"group {pattern!r}: unknown protocol family {family!r} "
+                                 f"(known: {', '.join(sorted(FAMILIES))})")
+        return value
+
+    @property
+    def family_pins(self) -> tuple[tuple[str, str], ...]:
+        """``families`` in order, as the monitor takes them."""
+        return tuple(self.families.items())
 
     @classmethod
     def settings_customise_sources(

@@ -77,7 +77,7 @@ def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: st
     # MonitorLogic); a replay snapshots every batch, as it always has.
     snapshot_ms = int(settings.streaming.snapshot_interval_s * 1000)
     options = {"checkpoint_ms": int(settings.streaming.replay_checkpoint_s * 1000), "floors": floors,
-               "snapshot_ms": snapshot_ms if time_mode == LIVE else 0}
+               "snapshot_ms": snapshot_ms if time_mode == LIVE else 0, "pins": settings.family_pins}
     start = None if initial is None else initial.groupBy("bucket")
     if api == "pandas":
         return grouped.transformWithStateInPandas(

@@ -49,6 +49,7 @@ from typing import Any
 from replimon.core import GroupMonitor, clocks
 from replimon.core.alerts import Alert
 from replimon.core.limits import Limits
+from replimon.core.rules.family import pinned
 from replimon.streaming.rows import (
     ALERT,
     CHECKPOINT,
@@ -164,8 +165,9 @@ class MonitorLogic:
 
     def __init__(self, limits: Limits, time_mode: str = LIVE, buckets: int = DEFAULT_BUCKETS,
                  checkpoint_ms: int = 0, floors: dict[str, dict[str, int]] | None = None,
-                 snapshot_ms: int = 0) -> None:
+                 snapshot_ms: int = 0, pins: tuple[tuple[str, str], ...] = ()) -> None:
         self.limits = limits
+        self.pins = pins  # families: group id or glob -> family (else its first event's family)
         self.time_mode = time_mode
         self.buckets = buckets
         self.checkpoint_ms = checkpoint_ms
@@ -209,9 +211,9 @@ class MonitorLogic:
         kept = groups.get(name)
         if kept is None:
             groups[name] = ["", None, self.new_floors]
-            return GroupMonitor(name, self.limits)
+            return GroupMonitor(name, self.limits, pinned(name, self.pins))
         if not kept[0]:
-            return GroupMonitor(name, self.limits)
+            return GroupMonitor(name, self.limits, pinned(name, self.pins))
         warm = _warm.pop((self.limits, name), None)
         if warm is not None and warm[0] == kept[0]:
             return warm[1]

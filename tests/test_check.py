@@ -197,3 +197,28 @@ def test_a_file_mixing_xcom_and_generations_groups(tmp_path: Path, capsys: pytes
     got = sorted((a["group"], a["kind"]) for a in alerts_of(captured.out))
     assert got == [("g2", "BEYOND_HORIZON"), ("pg1", "GEN_DONOR_STALE")]
     assert "from 4 group(s)" in captured.err and "0 bad line(s)" in captured.err
+
+
+def test_an_event_of_another_family_is_a_bad_line_and_one_family_conflict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from replimon.producers.simulator_gen import SimOptions as GenOptions
+    from replimon.producers.simulator_gen import Simulator as GenSimulator
+
+    events: list[dict[str, Any]] = []
+    Simulator(SimOptions(groups=1, duration_ms=30_000, seed=4), [], events.append).run()
+    stray: list[dict[str, Any]] = []
+    GenSimulator(GenOptions(groups=1, nodes=3, duration_ms=5_000, seed=5), [], stray.append).run()
+    shift = events[100]["ts_ms"] - stray[0]["ts_ms"]
+    events += [{**e, "group": "g1", "node": "x" + e["node"], "ts_ms": e["ts_ms"] + shift} for e in stray]
+    events.sort(key=lambda e: e["ts_ms"])
+    path = tmp_path / "stray.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert main(["check", str(path), "--min-severity", "warning", "--fail-on", "warning"]) == 1
+    captured = capsys.readouterr()
+    (alert,) = alerts_of(captured.out)
+    assert (alert["kind"], alert["group"]) == ("FAMILY_CONFLICT", "g1")
+    assert f"{len(stray)} bad line(s)" in captured.err
+    config = tmp_path / "pins.yaml"
+    config.write_text("families:\n  'g*': xcom\n")
+    assert main(["--config", str(config), "check", str(path), "--min-severity", "warning"]) == 0

@@ -181,6 +181,7 @@ YAML_ERRORS = [
     ("bad-syntax", "thresholds:\n  node_silent_s: [1\n", ["not valid YAML", "line"]),
     ("tab-indent", "thresholds:\n\tnode_silent_s: 1\n", ["not valid YAML"]),
     ("top-level-list", "- thresholds\n", ["mapping"]),
+    ("unknown-family", "families:\n  'pg*': raft\n", ["families", "'raft'", "known: gen, xcom"]),
 ]
 
 
@@ -279,3 +280,9 @@ def test_input_types_map_each_input_topic_to_its_event_type() -> None:
     assert all(topics.for_event_type(etype) == topic for topic, etype in topics.input_types.items())
     with pytest.raises(KeyError):
         topics.for_event_type("alert")
+
+
+def test_families_pin_groups_in_order(tmp_path: Path) -> None:
+    path = write(tmp_path, "families:\n  pg-special: xcom\n  'pg*': gen\n")
+    assert load_settings(path=path).family_pins == (("pg-special", "xcom"), ("pg*", "gen"))
+    assert load_settings(path=write(tmp_path, "kafka: {}\n", "empty.yaml")).family_pins == ()

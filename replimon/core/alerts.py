@@ -45,6 +45,8 @@ KINDS: dict[str, tuple[str, str]] = {
     "CONFIG_INSTALLED": (INFO, INFO),
     # A node's clock far ahead of the monitor's (replimon.core.clocks, docs/operations.md "Clocks").
     "CLOCK_SKEW": (WARNING, DATA),
+    # An event of another protocol family than its group's (docs/rules.md, "FAMILY_CONFLICT").
+    "FAMILY_CONFLICT": (WARNING, DATA),
     # The generations family (docs/families.md 2.4, 2.5).
     "GEN_REGRESSION": (CRITICAL, VIOLATION),
     "GEN_STATE_INCONSISTENT": (CRITICAL, VIOLATION),

@@ -24,18 +24,21 @@ from typing import Any
 
 import replimon.core.clocks as clocks
 from replimon.core.alerts import Alert
-from replimon.core.group import GroupMonitor
+from replimon.core.group import GroupMonitor, conflict_reason
 from replimon.core.limits import Limits
 from replimon.core.rules.base import Src
-from replimon.core.rules.family import family_of
+from replimon.core.rules.family import family_of, pinned
 
 
 class Monitor:
     """Many groups, one outside clock."""
 
-    def __init__(self, limits: Limits | None = None) -> None:
+    def __init__(self, limits: Limits | None = None, pins: tuple[tuple[str, str], ...] = ()) -> None:
+        """``pins``: configuration's ``families:`` (group id or glob -> family), in order."""
         self.limits = limits or Limits()
+        self.pins = pins
         self.groups: dict[str, GroupMonitor] = {}
+        self.families: dict[str, str] = {}  # group -> its family, fixed when it is first read
         self.clock = -1
         self._timers: list[tuple[int, str]] = []
         self._scheduled: set[str] = set()
@@ -49,6 +52,8 @@ class Monitor:
         event whose time is not confirmed yet is held: module doc)."""
         out: list[Alert] = []
         key = (ev["group"], ev["node"])
+        if ev["group"] not in self.families:
+            self.families[ev["group"]] = pinned(ev["group"], self.pins) or family_of(ev["type"])
         if self._pending:
             if key == self._suspect:
                 self._pending.append((ev, src))
@@ -68,6 +73,15 @@ class Monitor:
             return out
         out.extend(self._feed(ev, src))
         return out
+
+    def conflict(self, ev: dict[str, Any]) -> str | None:
+        """The dead letter's reason when ``ev`` is of another family than its group's (the group's
+        family is fixed by its pin or its first event read), else None. ``process`` then raises
+        FAMILY_CONFLICT and leaves the event out."""
+        family = self.families.get(ev["group"]) or pinned(ev["group"], self.pins)
+        if family is None or family_of(ev["type"]) == family:
+            return None
+        return conflict_reason(ev["group"], family)
 
     def _decide(self, other: dict[str, Any] | None) -> list[Alert]:
         """The held events' node is confirmed or skewed, by ``other`` (another node's event) or,
@@ -101,7 +115,7 @@ class Monitor:
         name = ev["group"]
         g = self.groups.get(name)
         if g is None:
-            g = self.groups[name] = GroupMonitor(name, self.limits, family_of(ev["type"]))
+            g = self.groups[name] = GroupMonitor(name, self.limits, self.families[name])
         return g
 
     def _feed(self, ev: dict[str, Any], src: Src, trusted: bool = True) -> list[Alert]:

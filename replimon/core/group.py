@@ -27,7 +27,7 @@ from replimon.core.codec import check_version, dump, family_of_state, load
 from replimon.core.limits import Limits
 from replimon.core.rules.admission import Admission
 from replimon.core.rules.base import Context, Handler, NodeState, Src
-from replimon.core.rules.family import XCOM, FamilyRules
+from replimon.core.rules.family import XCOM, FamilyRules, family_of
 from replimon.core.rules.gen.family import GEN, GenRules
 from replimon.core.rules.liveness import Liveness
 from replimon.core.rules.xcom.family import XComRules
@@ -48,17 +48,23 @@ class GroupMonitor:
     ``family`` names it: ``FAMILIES``).
     """
 
-    __slots__ = ("ctx", "admission", "live", "family", "next_eval")
+    __slots__ = ("ctx", "admission", "live", "family", "next_eval", "adopt")
 
-    def __init__(self, group: str, limits: Limits | None = None, family: str = XCOM) -> None:
+    def __init__(self, group: str, limits: Limits | None = None, family: str | None = None) -> None:
+        """``family``: the group's protocol family (pinned by configuration or known from its first
+        event); None: the family of the first event it is given (XCom until then)."""
+        self.ctx = Context(group, limits)
+        self.adopt = family is None
+        self._build(family or XCOM)
+        self.next_eval = -1
+
+    def _build(self, family: str) -> None:
         make = FAMILIES.get(family)
         if make is None:
             raise ValueError(f"unknown protocol family {family!r} (known: {', '.join(FAMILIES)})")
-        self.ctx = Context(group, limits)
         self.live = Liveness(self.ctx)
         self.family: FamilyRules = make(self.ctx, self.live)
         self.admission = Admission(self.ctx, _processor(self.ctx, self.live, self.family))
-        self.next_eval = -1
 
     @property
     def group(self) -> str:
@@ -94,6 +100,13 @@ class GroupMonitor:
         out: list[Alert] = []
         ctx.out, ctx.now = out, now
         ts = ev["ts_ms"]
+        if self.adopt:
+            self.adopt = False
+            if family_of(ev["type"]) != self.family.name:
+                self._build(family_of(ev["type"]))
+        if ev["type"] not in self.family.types:
+            self._conflict(ev, src)
+            return out
         ctx.counts["events"] += 1
         if ts > ctx.clock:
             if ctx.clock >= 0 and ts - ctx.clock > ctx.limits.node_silent_ms:
@@ -103,6 +116,22 @@ class GroupMonitor:
         if ctx.clock >= self.next_eval:
             self._evaluate()
         return out
+
+    def belongs(self, event_type: str) -> bool:
+        """Whether an event of ``event_type`` is of this group's family (else FAMILY_CONFLICT)."""
+        return self.adopt or event_type in self.family.types
+
+    def _conflict(self, ev: dict[str, Any], src: Src) -> None:
+        """FAMILY_CONFLICT: an event of another family than the group's. It is not processed
+        (the caller sends it to the dead letters: ``conflict_reason``); the alert is raised once
+        per group and other family (docs/rules.md, "FAMILY_CONFLICT")."""
+        other = family_of(ev["type"])
+        self.ctx.violation(
+            "FAMILY_CONFLICT", ("family", other),
+            f"{ev['node']} published a {ev['type']} event to group {self.ctx.group}, which is a "
+            f"{self.family.name} group: {conflict_reason(self.ctx.group, self.family.name)}; its "
+            f"{other} events are sent to the dead letters.",
+            ev["ts_ms"], node=ev["node"], evidence=[self.ctx.ref(ev, src)])
 
     def on_timer(self, now: int) -> list[Alert]:
         """The outside clock reached ``now`` (event-time scale): fire what is due."""
@@ -188,6 +217,11 @@ class GroupMonitor:
         m.next_eval = load(d, m.ctx, m.live, m.family)
         m.admission.holding = {n for n, ns in m.ctx.nodes.items() if ns.held}
         return m
+
+
+def conflict_reason(group: str, family: str) -> str:
+    """The dead letter's reason for an event of another family than its group's."""
+    return f"family conflict: group {group} is {family}"
 
 
 def _processor(ctx: Context, live: Liveness, family: FamilyRules) -> Handler:

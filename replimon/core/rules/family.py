@@ -14,6 +14,7 @@ configuration; it never changes for the group (docs/contract.md, "Protocol famil
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from typing import Any, ClassVar, Protocol
 
 from replimon.core.rules.base import Handler
@@ -26,6 +27,15 @@ def family_of(event_type: str) -> str:
     unprefixed types of contract v1 are XCom's."""
     dot = event_type.find(".")
     return XCOM if dot < 0 else event_type[:dot]
+
+
+def pinned(group: str, pins: tuple[tuple[str, str], ...]) -> str | None:
+    """The family configuration pins ``group`` to (``families:``, group id or glob -> family; the
+    first match wins), or None."""
+    for pattern, family in pins:
+        if pattern == group or fnmatchcase(group, pattern):
+            return family
+    return None
 
 
 class FamilyRules(Protocol):
