@@ -1046,8 +1046,8 @@ def play(case: str, *, roundtrip: bool = False) -> Run:
 
 
 def test_every_kind_has_a_history() -> None:
-    # DATA_QUALITY_FAILED comes from the data-quality sink (replimon.quality), not the monitor.
-    assert {case.split("/")[0] for case in HISTORIES} == set(KINDS) - {"DATA_QUALITY_FAILED"}
+    # DATA_QUALITY_FAILED comes from the data-quality sink (replimon.quality), DATA_LOST from the job.
+    assert {case.split("/")[0] for case in HISTORIES} == set(KINDS) - {"DATA_QUALITY_FAILED", "DATA_LOST"}
 
 
 @pytest.mark.parametrize("case", list(HISTORIES))
