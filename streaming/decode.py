@@ -5,7 +5,8 @@ Per Arrow batch it yields (``rows.py``, "Packed rows"): one row per group with t
 events (decoded dicts, with the topic, partition and offset they were read at), one row with the
 batch's dead letters (raw bytes and the reason: a record that does not decode, breaks the
 contract, or sits on a topic that does not carry its type), and in live mode one clock row per
-bucket. Packing cuts the rows the stateful operator handles (its cost is per row and per key, not
+bucket. A data-loss marker of the source (offset -1, ``streaming/sources/kafka/markers.py``)
+goes to every bucket under ``LOSS_KEY`` (``data_loss.py``). Packing cuts the rows the stateful operator handles (its cost is per row and per key, not
 per byte), and the source is read once (a union of a valid and a dead branch would read it twice).
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from replimon.streaming.data_loss import LOSS_KEY
 from replimon.streaming.rows import (
     CLOCK_KEY,
     DEAD_BUCKET,
@@ -42,6 +44,7 @@ def decode_batches(topic_types: Mapping[str, str], buckets: int, clock: bool,
         import pyarrow as pa
 
         from replimon.contract import Invalid, decode_event
+        from replimon.streaming.sources.kafka.markers import MARKER_OFFSET, read_marker
 
         schema = pa.schema([("bucket", pa.int32()), ("group", pa.string()), ("items", pa.binary()),
                             ("event_ms", pa.int64())])
@@ -54,8 +57,12 @@ def decode_batches(topic_types: Mapping[str, str], buckets: int, clock: bool,
             events: dict[str, list[tuple[str, int, int, dict[str, Any]]]] = {}
             latest: dict[str, int] = {}
             dead: list[tuple[str, int, int, bytes | None, str, int | None]] = []
+            losses: list[bytes] = []
             for raw, topic, partition, offset, stamp in zip(values, topics, partitions, offsets, stamps,
                                                             strict=True):
+                if offset == MARKER_OFFSET:  # the source's data-loss marker, never a record
+                    losses.append(pack(read_marker(raw)))
+                    continue
                 ev = decode_event(raw)
                 if isinstance(ev, Invalid):
                     reason = ev.reason
@@ -79,6 +86,11 @@ def decode_batches(topic_types: Mapping[str, str], buckets: int, clock: bool,
                 keys.extend(range(buckets))
                 groups.extend([CLOCK_KEY] * buckets)
                 items.extend([read] * buckets)
+                times.extend([0] * buckets)
+            for loss in losses:  # every bucket: any group may have been cut (data_loss.py)
+                keys.extend(range(buckets))
+                groups.extend([LOSS_KEY] * buckets)
+                items.extend([loss] * buckets)
                 times.extend([0] * buckets)
             if dead:
                 keys.append(DEAD_BUCKET)

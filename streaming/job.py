@@ -38,6 +38,9 @@ def read_source(spark: Any, settings: Any, *, starting: str = "earliest", ending
         # topic-partitions (docs/kafka-source.md).
         tasks = settings.streaming.source_partitions or spark.sparkContext.defaultParallelism
         reader = reader.option("alignTimestamps", "true").option("maxPartitions", str(tasks))
+        # A partition whose offsets moved back is read from its new start, after a marker that
+        # resets the groups it cut (streaming/data_loss.py, docs/operations.md "Data loss").
+        reader = reader.option("dataLossMarkers", "true")
     limit = max_offsets if max_offsets is not None else settings.streaming.max_offsets_per_trigger
     if limit:
         reader = reader.option("maxOffsetsPerTrigger", str(limit))

@@ -50,6 +50,7 @@ from replimon.core import GroupMonitor, clocks
 from replimon.core.alerts import Alert
 from replimon.core.limits import Limits
 from replimon.core.rules.family import pinned
+from replimon.streaming import data_loss
 from replimon.streaming.rows import (
     ALERT,
     CHECKPOINT,
@@ -306,7 +307,9 @@ class MonitorLogic:
     # -- one bucket per call ----------------------------------------------------------------------
     def on_rows(self, handle: Any, state: Any, rows: Iterable[tuple[str, bytes]], now: int) -> list[tuple[Any, ...]]:
         """``rows``: (group, packed events) of one bucket in one micro-batch, and clock rows
-        (``CLOCK_KEY``, latest event time read)."""
+        (``CLOCK_KEY``, latest event time read). Data-loss markers (``LOSS_KEY``) reset the
+        groups they cut before the events are fed (``data_loss.py``)."""
+        rows, head = data_loss.take(self, state, rows, now)
         by_group: dict[str, list[bytes]] = {}
         read = -1
         for group, items in rows:
@@ -315,7 +318,7 @@ class MonitorLogic:
             else:
                 by_group.setdefault(group, []).append(items)
         if not by_group:
-            return self._clock_only(state, now, read)
+            return head + self._clock_only(state, now, read)
         groups, timer, _ = self.load(state)
         out: list[tuple[Any, ...]] = []
         gms = []
@@ -341,7 +344,7 @@ class MonitorLogic:
         # re-armed there; it counts as registered until then.
         timer = self.arm(handle, groups, now, timer)
         self.save(state, groups, timer, clock)
-        return out
+        return head + out
 
     def _clock_only(self, state: Any, now: int, read: int) -> list[tuple[Any, ...]]:
         """Only clock rows for this bucket: keep the input clock for this batch's timers; the

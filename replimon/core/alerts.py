@@ -62,6 +62,9 @@ KINDS: dict[str, tuple[str, str]] = {
     "GEN_RECOVERY_STUCK": (CRITICAL, WEDGE),
     "GEN_VOTE_STUCK": (WARNING, WEDGE),
     "GEN_ELECTED": (INFO, INFO),
+    # Raised by the streaming job (replimon.streaming.data_loss, docs/operations.md "Data loss"),
+    # not by the core: a partition of an input topic moved back, the group's history was cut.
+    "DATA_LOST": (WARNING, DATA),
 }
 VIOLATIONS = frozenset(k for k, (_, cat) in KINDS.items() if cat == VIOLATION)
 WEDGES = frozenset(k for k, (_, cat) in KINDS.items() if cat == WEDGE)

@@ -143,10 +143,11 @@ class KafkaClient:
 
     # -- metadata and offsets ---------------------------------------------------------------
 
-    def topic_partitions(self, selected: Selection) -> list[TP]:
+    def topic_partitions(self, selected: Selection, timeout_s: float | None = None) -> list[TP]:
         """The partitions that exist now and are ``selected`` (topic names, or a test of a
         partition), sorted. Asks for the whole cluster's metadata: asking for a named topic
-        could auto-create it on some brokers."""
+        could auto-create it on some brokers. ``timeout_s``: how long to wait for an answer
+        (default the client's); no broker answering raises KafkaException or TimeoutError."""
         if callable(selected):
             wanted = selected
         else:
@@ -155,7 +156,7 @@ class KafkaClient:
             def wanted(tp: TP) -> bool:
                 return tp[0] in names
 
-        md = self.admin.list_topics(timeout=self.timeout_s)
+        md = self.admin.list_topics(timeout=self.timeout_s if timeout_s is None else timeout_s)
         return sorted((name, p) for name, meta in md.topics.items() if meta.error is None
                       for p in meta.partitions if wanted((name, p)))
 

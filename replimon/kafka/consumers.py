@@ -35,6 +35,11 @@ RETRIABLE = {KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITIO
 OUT_OF_RANGE = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}
 _TRANSIENT = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT,
               KafkaError._RESOLVE}
+# librdkafka's own log goes to stderr, one line per failed connection attempt (about 11 KB/s of
+# "FAIL ... Connection refused" while a broker is down). Only its critical lines are kept; the
+# readers report a broker lost and back themselves (docs/operations.md, "Broker outage"). A
+# caller's ``log_level`` wins (e.g. ``kafka.log_level=7`` to debug a connection).
+QUIET = {"log_level": 2}
 
 
 def consumer_config(config: Mapping[str, Any], *, reset: str = "error",
@@ -44,6 +49,7 @@ def consumer_config(config: Mapping[str, Any], *, reset: str = "error",
     reports it, "earliest" moves on from the oldest record still held. ``probe``: a consumer
     that reads single records near the end, where an empty fetch should answer quickly."""
     conf: dict[str, Any] = {
+        **QUIET,
         "group.id": DEFAULT_GROUP_ID,
         "isolation.level": READ_UNCOMMITTED,
         "enable.auto.commit": False,
@@ -66,8 +72,19 @@ def consumer_config(config: Mapping[str, Any], *, reset: str = "error",
 
 
 def admin_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The AdminClient's share of ``config`` (no consumer-only property)."""
-    return {k: v for k, v in config.items() if not k.startswith(_CONSUMER_ONLY)}
+    """The AdminClient's share of ``config`` (no consumer-only property), quiet as consumers are."""
+    return {**QUIET, **{k: v for k, v in config.items() if not k.startswith(_CONSUMER_ONLY)}}
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says no broker answers (connection refused, timed out, all brokers down),
+    which ends when the broker is back, rather than an error that will not go away."""
+    if isinstance(exc, TimeoutError):
+        return True
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        err = exc.args[0]
+        return not err.fatal() and (err.code() in _TRANSIENT or err.code() in RETRIABLE)
+    return False
 
 
 def check_error(err: KafkaError) -> None:

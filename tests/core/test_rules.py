@@ -1046,11 +1046,12 @@ def play(case: str, *, roundtrip: bool = False) -> Run:
 
 
 def test_every_kind_has_a_history() -> None:
-    # DATA_QUALITY_FAILED comes from the data-quality sink (replimon.quality), not the monitor;
+    # DATA_QUALITY_FAILED comes from the data-quality sink (replimon.quality), DATA_LOST from the job;
     # CLOCK_SKEW from the fleet and the job, which judge a clock against others (test_clocks.py);
     # the generations family's kinds have theirs in test_gen_rules.py and test_gen_simulated.py.
     # FAMILY_CONFLICT from a group given another family's event (test_family.py).
-    xcom = {k for k in KINDS if not k.startswith("GEN_")} - {"DATA_QUALITY_FAILED", "CLOCK_SKEW", "FAMILY_CONFLICT"}
+    xcom = {k for k in KINDS if not k.startswith("GEN_")} - {"DATA_QUALITY_FAILED", "CLOCK_SKEW", "FAMILY_CONFLICT",
+                                                           "DATA_LOST"}
     assert {case.split("/")[0] for case in HISTORIES} == xcom
 
 

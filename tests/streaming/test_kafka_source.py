@@ -9,6 +9,7 @@ still counts every record.
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Callable
@@ -344,6 +345,27 @@ def test_fail_on_data_loss(spark: Any, broker: EmbeddedBroker, topic_prefix: str
     more = fill(bootstrap, topic, 1, 5, "more-")
     assert flat(run_available_now(spark, bootstrap, ckpt, **lenient)) == sorted(more)
     assert [r[2] for r in sorted(more)] == list(range(10, 15))
+
+
+def test_data_loss_markers(spark: Any, broker: EmbeddedBroker, topic_prefix: str,
+                           tmp_path: Path) -> None:
+    """dataLossMarkers (docs/operations.md, "Data loss"): a partition whose offset moved back is
+    read from its new start, after one marker row (offset -1) saying where it moved from and to;
+    the other partitions are read as usual; the next run has no marker."""
+    bootstrap = broker.bootstrap_servers
+    topic = topic_prefix + "marked"
+    broker.create_topics([topic], partitions=2)
+    sent = fill(bootstrap, topic, 2, 20)  # 10 records a partition
+    options = {"subscribe": topic, "startingOffsets": f'{{"{topic}": {{"0": 50, "1": 3}}}}',
+               "failOnDataLoss": "false", "dataLossMarkers": "true"}
+    ckpt = tmp_path / "marked"
+    got = flat(run_available_now(spark, bootstrap, ckpt, **options))
+    marks = [r for r in got if r[2] == -1]
+    assert [(t, p) for t, p, _, _ in marks] == [(topic, 0)]
+    assert json.loads(marks[0][3]) == {"topic": topic, "partition": 0, "from": 50, "to": 10, "earliest": 0}
+    assert [r for r in got if r[2] >= 0] == [r for r in sent if r[1] == 0 or r[2] >= 3]
+    more = fill(bootstrap, topic, 2, 4, "more-")
+    assert flat(run_available_now(spark, bootstrap, ckpt, **options)) == sorted(more)
 
 
 def test_align_timestamps_with_spark_available_now(spark: Any, broker: EmbeddedBroker,

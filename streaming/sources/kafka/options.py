@@ -66,6 +66,7 @@ class Options:
     max_records_per_partition: int | None = None
     max_partitions: int | None = None
     fail_on_data_loss: bool = True
+    data_loss_markers: bool = False  # markers.py: a marker row per partition that moved back
     poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_MS / 1000
 
     def subscribed(self, topic: str) -> bool:
@@ -276,6 +277,7 @@ def parse_options(options: Mapping[str, str]) -> Options:
         max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
         max_partitions=_positive_int(opts, "maxPartitions"),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        data_loss_markers=_bool(opts, "dataLossMarkers", False),
         poll_timeout_s=poll_ms / 1000,
     )
     if result.max_partitions and result.min_partitions and result.min_partitions > result.max_partitions:

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
+from replimon.streaming.sources.kafka.markers import marker_batch
 from replimon.streaming.sources.kafka.options import Options, data_loss
 from replimon.streaming.sources.kafka.planning import Range, pack_ranges
 from replimon.streaming.sources.kafka.schema import ARROW_SCHEMA
@@ -56,7 +57,11 @@ def input_partitions(ranges: Sequence[Range], max_partitions: int | None = None)
 
 
 def read_partition(opts: Options, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    """The Arrow batches of a task: its range, or its ranges one after another."""
+    """The Arrow batches of a task: its data-loss markers first (``markers.py``; planned on the
+    first task of a batch), then its range, or its ranges one after another."""
+    losses = getattr(partition, "losses", None)
+    if losses:
+        yield marker_batch(losses)
     if isinstance(partition, KafkaRangesPartition):
         for part in partition.ranges:
             yield from read_range(opts, part)

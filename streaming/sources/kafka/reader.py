@@ -26,12 +26,14 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from replimon.kafka import TP, KafkaClient, RecordsUnavailable, offsets_from_json, offsets_to_json
+from replimon.kafka.consumers import unreachable
 from replimon.streaming.sources.kafka.admission import (
     AlignStats,
     TimestampIndex,
     plan_aligned,
     rate_limit,
 )
+from replimon.streaming.sources.kafka.markers import loss
 from replimon.streaming.sources.kafka.options import (
     SOURCE_NAME,
     Endpoint,
@@ -50,6 +52,11 @@ from replimon.streaming.sources.kafka.planning import Range, resolve, split_rang
 
 logger = logging.getLogger("replimon.streaming.sources.kafka")
 
+# A broker outage (docs/operations.md, "Broker outage"): how long planning waits for metadata
+# before calling the broker lost, and how often it asks again meanwhile.
+METADATA_TIMEOUT_S = 10.0
+RETRY_S = (1.0, 2.0, 5.0)
+
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader. Lives in one long-lived driver-side Python process (one KafkaClient);
@@ -64,6 +71,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: dict[TP, int] | None = None  # last true ends seen, for reportLatestOffset
         self._stamps = TimestampIndex()  # alignTimestamps: record timestamps probed so far
         self.last_alignment: AlignStats | None = None  # alignTimestamps: the last capped plan
+        self._gone: set[TP] = set()  # partitions reported gone (said once, not every batch)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -108,19 +116,50 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _present(self, start: Mapping[TP, int]) -> tuple[list[TP], set[TP]]:
         """Current partitions, and those of `start` that are gone (checked twice)."""
-        tps = self.client.topic_partitions(self.opts.selects)
+        wait = min(METADATA_TIMEOUT_S, self.client.timeout_s)
+        tps = self.client.topic_partitions(self.opts.selects, wait)
         gone = set(start) - set(tps)
         if gone:
             time.sleep(0.5)  # metadata of a topic being created can lag: ask again
-            tps = self.client.topic_partitions(self.opts.selects)
+            tps = self.client.topic_partitions(self.opts.selects, wait)
             gone = set(start) - set(tps)
         return tps, gone
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """The end of the next micro-batch. While no broker answers this waits, asking again
+        every few seconds, with one warning when the broker is lost and one when it is back: no
+        micro-batch runs meanwhile, so nothing is judged on input that cannot arrive (a silence
+        timer would otherwise fire for every group), and the job goes on by itself after."""
+        lost: float | None = None
+        attempt = 0
+        while True:
+            try:
+                out = self._latest_offset(start, limit)
+            except Exception as exc:
+                if not unreachable(exc):
+                    raise
+                if lost is None:
+                    lost = time.monotonic()
+                    logger.warning("Kafka: no broker of %s answers (%s); the job waits, no "
+                                   "micro-batch runs until it does", self._servers(),
+                                   _short(exc))
+                time.sleep(RETRY_S[min(attempt, len(RETRY_S) - 1)])
+                attempt += 1
+                continue
+            if lost is not None:
+                logger.warning("Kafka: the broker at %s answers again after %.0f s; the job goes "
+                               "on", self._servers(), time.monotonic() - lost)
+            return out
+
+    def _servers(self) -> str:
+        return str(self.opts.client.get("bootstrap.servers", "?"))
+
+    def _latest_offset(self, start: dict, limit: ReadLimit) -> dict:
         begin = offsets_from_json(start)
         tps, gone = self._present(begin)
-        for tp in sorted(gone):
+        for tp in sorted(gone - self._gone):
             data_loss(self.opts, f"Partition {tp[0]}-{tp[1]} is gone (was at offset {begin[tp]})")
+        self._gone = gone
         marks = self.client.watermarks(tps)
         avail = self.client.true_ends(marks)
         self._latest = dict(avail)
@@ -184,20 +223,36 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, finish = offsets_from_json(start), offsets_from_json(end)
-        new = sorted(tp for tp in finish if tp not in begin)
+        markers = self.opts.data_loss_markers
+        moved = [tp for tp, until in finish.items() if tp in begin and until < begin[tp]]
+        new = sorted(tp for tp in finish if tp not in begin or (markers and tp in moved))
         lows = {tp: m[0] for tp, m in self.client.watermarks(new).items()} if new else {}
         ranges: list[Range] = []
+        losses: list[dict[str, Any]] = []
         for tp, until in sorted(finish.items()):
             first = begin[tp] if tp in begin else lows[tp]
             if until < first:
                 # latestOffset reported this already (and failed if failOnDataLoss); a re-run
-                # of the batch after the option changed must not read it either.
-                logger.warning("%s: skipping %s-%s, offset moved back from %s to %s",
-                               SOURCE_NAME, tp[0], tp[1], first, until)
-                continue
+                # of the batch after the option changed must not read it either. With markers
+                # the new log is read from its earliest offset, after a marker (markers.py).
+                if not markers:
+                    logger.warning("%s: skipping %s-%s, offset moved back from %s to %s",
+                                   SOURCE_NAME, tp[0], tp[1], first, until)
+                    continue
+                low = min(lows[tp], until)
+                logger.warning("%s: %s-%s moved back from offset %s to %s: offsets %s.. of the old "
+                               "log were never read; reading the new log from %s", SOURCE_NAME,
+                               tp[0], tp[1], first, until, first, low)
+                losses.append(loss(tp[0], tp[1], first, until, low))
+                first = low
             ranges.append((tp[0], tp[1], first, until))
         ranges = split_ranges(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)
-        return input_partitions(ranges, self.opts.max_partitions)
+        parts = input_partitions(ranges, self.opts.max_partitions)
+        if losses:  # the markers ride on the batch's first task (one with nothing to read if none)
+            if not parts:
+                parts = input_partitions([(losses[0]["topic"], losses[0]["partition"], 0, 0)])
+            parts[0].losses = losses  # type: ignore[attr-defined]
+        return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, (KafkaInputPartition, KafkaRangesPartition)), partition
@@ -211,6 +266,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def _short(exc: BaseException) -> str:
+    """An exception's first line, short (librdkafka's messages can be long)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:160]
 
 
 class KafkaBatchReader(DataSourceReader):

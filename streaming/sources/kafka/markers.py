@@ -1,0 +1,55 @@
+"""Data-loss markers: an extension of the ``replimon-kafka`` source (option ``dataLossMarkers``).
+
+With ``failOnDataLoss=false`` a partition whose offset moved back (the topic re-created, a broker
+restarted without its data) is only logged by Spark's rule, and the query reads on from the new
+end: a consumer that keeps state across records cannot tell that its history was cut. With
+``dataLossMarkers=true`` the micro-batch that sees the move carries one marker row per such
+partition, and reads the new log from its earliest offset instead of skipping to its end:
+
+* ``offset`` -1 (never a record's offset), ``key`` `MARKER_KEY`, ``timestamp`` the epoch,
+  ``timestampType`` -1, ``topic`` / ``partition`` the partition that moved;
+* ``value``: JSON ``{"topic", "partition", "from", "to", "earliest"}``: the offset the query had
+  read up to (records of the old log at and after it, if any, were never read), the partition's
+  new end and the earliest offset of the new log (read in the same micro-batch).
+
+The marker is computed from the batch's start and end offsets alone (Spark's offset log), so a
+re-run batch carries the same marker. Moves the offsets do not show (a new log that already
+grew past the old offset when the query looks) cannot be seen this way (docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from replimon.streaming.sources.kafka.schema import ARROW_SCHEMA
+
+MARKER_KEY = b"replimon-kafka:data-loss"
+MARKER_OFFSET = -1
+
+
+def loss(topic: str, partition: int, start: int, end: int, earliest: int) -> dict[str, Any]:
+    """What a marker says: ``topic``-``partition`` moved back from ``start`` to ``end``."""
+    return {"topic": topic, "partition": partition, "from": start, "to": end, "earliest": earliest}
+
+
+def marker_batch(losses: list[dict[str, Any]]) -> pa.RecordBatch:
+    """The marker rows of ``losses`` (`loss`) as one Arrow batch of the source's schema."""
+    n = len(losses)
+    return pa.RecordBatch.from_arrays([
+        pa.array([MARKER_KEY] * n, pa.binary()),
+        pa.array([json.dumps(x, sort_keys=True).encode() for x in losses], pa.binary()),
+        pa.array([x["topic"] for x in losses], pa.string()),
+        pa.array([x["partition"] for x in losses], pa.int32()),
+        pa.array([MARKER_OFFSET] * n, pa.int64()),
+        pa.array([0] * n, pa.timestamp("us", tz="UTC")),
+        pa.array([-1] * n, pa.int32()),
+    ], schema=ARROW_SCHEMA)
+
+
+def read_marker(value: bytes) -> dict[str, Any]:
+    """A marker row's ``value`` back as `loss` made it."""
+    out: dict[str, Any] = json.loads(value)
+    return out
