@@ -12,7 +12,7 @@ per byte), and the source is read once (a union of a valid and a dead branch wou
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from replimon.streaming.data_loss import LOSS_KEY
@@ -27,18 +27,23 @@ from replimon.streaming.rows import (
 )
 
 
-def misplaced(event_type: str, topic: str, want: str | None) -> str:
+def misplaced(event_type: str, topic: str, want: str | Collection[str] | None) -> str:
     """The reason of an event on a topic that does not carry its type."""
+    if want is not None and not isinstance(want, str):
+        want = " or ".join(sorted(want))
     return (f"type: {event_type!r} does not belong on topic {topic!r}"
             + (f" (it carries {want} events)" if want else " (not a replica topic)"))
 
 
-def decode_batches(topic_types: Mapping[str, str], buckets: int, clock: bool,
-                   only: frozenset[str] | None = None) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The ``mapInArrow`` function. ``topic_types``: topic -> the event type it carries;
-    ``clock``: send every bucket the batch's latest event time; ``only``: keep the valid events of
-    these groups only (a replay of selected groups; the others are valid, just not asked for)."""
-    types = dict(topic_types)
+def decode_batches(topic_types: Mapping[str, str | Collection[str]], buckets: int, clock: bool,
+                   only: frozenset[str] | None = None, bound: int = 0) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The ``mapInArrow`` function. ``topic_types``: topic -> the event type(s) it carries (every
+    family's: docs/contract.md, "Protocol families"); ``clock``: send every bucket the batch's
+    latest event time; ``only``: keep the valid events of these groups only (a replay of selected
+    groups; the others are valid, just not asked for); ``bound``: a group's event time for the
+    watermark leaves out events more than this far ahead of every other node's in the batch (a
+    clock far ahead must not move a replay's watermark: docs/operations.md, "Clocks"; 0: off)."""
+    types = {t: frozenset((v,) if isinstance(v, str) else v) for t, v in topic_types.items()}
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
@@ -66,7 +71,7 @@ def decode_batches(topic_types: Mapping[str, str], buckets: int, clock: bool,
                 ev = decode_event(raw)
                 if isinstance(ev, Invalid):
                     reason = ev.reason
-                elif types.get(topic) != ev["type"]:
+                elif ev["type"] not in types.get(topic, ()):
                     reason = misplaced(ev["type"], topic, types.get(topic))
                 else:
                     group = ev["group"]
@@ -80,7 +85,11 @@ def decode_batches(topic_types: Mapping[str, str], buckets: int, clock: bool,
             groups = list(events)
             keys = [bucket_of(g, buckets) for g in groups]
             items = [pack(events[g]) for g in groups]
-            times = [latest[g] for g in groups]
+            if bound > 0 and groups:
+                from replimon.core.clocks import trusted_latest
+
+                latest = trusted_latest((i[3] for g in groups for i in events[g]), bound)
+            times = [latest.get(g, 0) for g in groups]
             if clock and times:
                 read = pack(max(times))
                 keys.extend(range(buckets))
@@ -105,8 +114,8 @@ def decode_batches(topic_types: Mapping[str, str], buckets: int, clock: bool,
     return run
 
 
-def decode(df: Any, topic_types: Mapping[str, str], buckets: int, clock: bool = False,
-           only: frozenset[str] | None = None) -> Any:
+def decode(df: Any, topic_types: Mapping[str, str | Collection[str]], buckets: int, clock: bool = False,
+           only: frozenset[str] | None = None, bound: int = 0) -> Any:
     """The source's rows as packed rows (module docstring)."""
-    return df.select(*SOURCE_COLUMNS).mapInArrow(decode_batches(topic_types, buckets, clock, only),
+    return df.select(*SOURCE_COLUMNS).mapInArrow(decode_batches(topic_types, buckets, clock, only, bound),
                                                  PACKED_SCHEMA)

@@ -70,7 +70,8 @@ def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: st
 
     limits = Limits.from_settings(settings)
     buckets = settings.streaming.state_buckets
-    packed = decode(raw, settings.kafka.topics.input_types, buckets, clock=time_mode == LIVE, only=only_groups)
+    packed = decode(raw, settings.kafka.topics.input_families, buckets, clock=time_mode == LIVE, only=only_groups,
+                    bound=limits.clock_skew_ms)
     if time_mode == REPLAY:
         skew_s = max(1, int(round(limits.skew_ms / 1000)))
         packed = (packed.withColumn("event_time", F.timestamp_millis(F.col("event_ms")))

@@ -40,7 +40,10 @@ class KafkaSink:
         from confluent_kafka import Producer
 
         return Producer({"bootstrap.servers": self.bootstrap, "client.id": self.client_id,
-                         "enable.idempotence": True, "linger.ms": 20, "compression.type": "lz4"})
+                         "enable.idempotence": True, "linger.ms": 20, "compression.type": "lz4",
+                         # librdkafka's own log to critical lines: a broker outage is one line of
+                         # the source's, not a flood of FAIL lines (docs/operations.md).
+                         "log_level": 2})
 
     def _headers(self, batch_id: int) -> dict[str, str]:
         return {"run_id": self.run_id, "batch_id": str(batch_id)}

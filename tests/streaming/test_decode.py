@@ -1,0 +1,69 @@
+"""The decode stage (streaming/decode.py) without Spark: every family's types on the topics that
+carry them by role, misplaced types as dead letters, and a clock far ahead kept out of a group's
+watermark time."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from replimon.config import Settings
+from replimon.producers.simulator import SimOptions, Simulator
+from replimon.producers.simulator_gen import SimOptions as GenOptions
+from replimon.producers.simulator_gen import Simulator as GenSimulator
+from replimon.streaming.decode import decode_batches
+from replimon.streaming.rows import DEAD_KEY, unpack
+from replimon.streaming.sources.kafka.schema import ARROW_SCHEMA
+
+TOPICS = Settings().kafka.topics
+
+
+def records(events: list[tuple[str, dict[str, Any]]]) -> pa.RecordBatch:
+    n = len(events)
+    return pa.RecordBatch.from_arrays([
+        pa.array([None] * n, pa.binary()), pa.array([json.dumps(e).encode() for _, e in events], pa.binary()),
+        pa.array([t for t, _ in events]), pa.array([0] * n, pa.int32()), pa.array(list(range(n)), pa.int64()),
+        pa.array([0] * n, pa.timestamp("us", tz="UTC")), pa.array([0] * n, pa.int32())], schema=ARROW_SCHEMA)
+
+
+def decoded(events: list[tuple[str, dict[str, Any]]], bound: int = 0) -> list[dict[str, Any]]:
+    run = decode_batches(TOPICS.input_families, 4, clock=False, bound=bound)
+    return [row for out in run(iter([records(events)])) for row in out.to_pylist()]
+
+
+def sample() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    xcom: list[dict[str, Any]] = []
+    Simulator(SimOptions(groups=1, duration_ms=3_000, seed=1), [], xcom.append).run()
+    gen: list[dict[str, Any]] = []
+    GenSimulator(GenOptions(groups=1, nodes=3, duration_ms=3_000, seed=1), [], gen.append).run()
+    return xcom, gen
+
+
+def test_every_familys_types_ride_the_topic_of_their_role() -> None:
+    xcom, gen = sample()
+    events = [(TOPICS.for_event_type(e["type"]), e) for e in xcom + gen]
+    assert {e["type"] for _, e in events} >= {"decision", "heartbeat", "gen.state", "gen.heartbeat", "gen.xact"}
+    rows = decoded(events)
+    assert DEAD_KEY not in {r["group"] for r in rows}
+    assert {r["group"] for r in rows} == {"g1", "pg1"}
+    assert sum(len(unpack(r["items"])) for r in rows) == len(events)
+
+
+def test_a_type_on_the_wrong_topic_is_a_dead_letter_with_the_topics_types() -> None:
+    _, gen = sample()
+    state = next(e for e in gen if e["type"] == "gen.state")
+    (dead,) = [r for r in decoded([(TOPICS.heartbeats, state)]) if r["group"] == DEAD_KEY]
+    (letter,) = unpack(dead["items"])
+    assert letter[4] == (f"type: 'gen.state' does not belong on topic '{TOPICS.heartbeats}' "
+                         "(it carries gen.heartbeat or heartbeat events)")
+
+
+def test_a_clock_far_ahead_does_not_move_its_groups_time() -> None:
+    xcom, _ = sample()
+    ahead = {**xcom[-1], "node": "n3", "seq": 10_000, "ts_ms": xcom[-1]["ts_ms"] + 10 * 365 * 86_400_000}
+    events = [(TOPICS.for_event_type(e["type"]), e) for e in [*xcom, ahead]]
+    top = max(e["ts_ms"] for e in xcom)
+    assert [r["event_ms"] for r in decoded(events, bound=300_000)] == [top]
+    assert [r["event_ms"] for r in decoded(events)] == [ahead["ts_ms"]]  # without the bound
