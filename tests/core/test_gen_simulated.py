@@ -132,3 +132,17 @@ def test_state_round_trip_at_cut_points_changes_no_alert(fault: str | None, shuf
     whole, _ = drive(GroupMonitor("pg1", limits, "gen"), events, set(), limits)
     cut, _ = drive(GroupMonitor("pg1", limits, "gen"), events, cuts, limits)
     assert json.dumps(cut, sort_keys=True) == json.dumps(whole, sort_keys=True)
+
+
+def test_the_snapshot_has_every_familys_node_fields_and_the_generation() -> None:
+    """The tables take member, incarnation, status, last event, suspects and silent from every
+    family's snapshot (docs/postgres.md); a generations group adds its generation."""
+    mon = Monitor()
+    mon.run(sim_events(None))
+    snap = mon.groups["pg1"].snapshot()
+    assert snap["family"] == "gen" and snap["config"]["configured"] == ["n1", "n2", "n3"]
+    assert snap["decided"] == -1 and "active" not in snap
+    for n in snap["nodes"].values():
+        assert {"member", "incarnation", "status", "last_ts_ms", "suspects", "silent", "gen",
+                "node_status", "last_online_in", "last_vote"} <= set(n)
+        assert n["member"] and n["last_ts_ms"] > 0 and n["status"] in ("ONLINE", "RECOVERY", "DEAD")

@@ -157,11 +157,18 @@ class GenRules:
         config = None if cur is None else {
             "num": cur.num, "members": list(cur.members), "configured": list(cur.configured),
             "minority": len(cur.members) < majority(len(cur.configured))}
+        configured = () if cur is None else cur.configured
+        nodes = self.ctx.nodes
+        # The fields every family's node has (member, incarnation, status, last event, suspects,
+        # silent: the tables' columns, docs/postgres.md), then the generations' own.
         return {"family": GEN, "config": config, "nodes": {
-            node: {"gen": gn.gen, "status": gn.status, "node_status": gn.node_status,
-                   "last_online_in": gn.loi, "last_vote": gn.vote[0] if gn.vote else None,
-                   "silent": ("silent:" + node) in self.ctx.open}
-            for node, gn in sorted(self.nodes.items())}}
+            node: {"member": node in configured, "incarnation": ns.inc if ns else None,
+                   "status": gn.status or None, "last_ts_ms": ns.last_ts if ns else None,
+                   "suspects": list(ns.suspects) if ns else [],
+                   "silent": ("silent:" + node) in self.ctx.open,
+                   "gen": gn.gen, "node_status": gn.node_status, "last_online_in": gn.loi,
+                   "last_vote": gn.vote[0] if gn.vote else None}
+            for node, gn in sorted(self.nodes.items()) for ns in (nodes.get(node),)}}
 
     def dump(self, shared: dict[str, Any]) -> dict[str, Any]:
         s = self.safety
