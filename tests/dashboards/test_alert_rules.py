@@ -178,12 +178,7 @@ def run_rule(e2e: E2E, rule: dict[str, Any], start: datetime, end: datetime) -> 
 
 
 def rules_of(category: str) -> list[dict[str, Any]]:
-    """The shipped rules of ``category`` whose kind the end-to-end run raises. That run carries an
-    XCom fleet only for now: the generations kinds' rules are built by the same code (checked by
-    the tests above, without data), and their run against PostgreSQL waits for generations
-    traces in the end-to-end run (docs/families.md, "Status")."""
-    return [r for r in shipped_rules() if r["labels"]["category"] == category
-            and not r["labels"]["kind"].startswith("GEN_")]
+    return [r for r in shipped_rules() if r["labels"]["category"] == category]
 
 
 @pytest.mark.broker

@@ -225,7 +225,7 @@ def test_counts_by_kind_are_the_tables_counts(e2e: Any, written: Written) -> Non
     in_md = {row[0]: int(row[3]) for row in md_table(written.md, "Alerts by kind")}
     assert in_html == in_md == written.summary.by_kind == f.kinds
     assert written.summary.alerts == sum(f.kinds.values())
-    assert written.summary.groups == f.groups == 24
+    assert written.summary.groups == f.groups == len(e2e.group_states)
     md_groups = {row[0] for row in md_table(written.md, "Affected groups")}
     assert md_groups == set(f.notable)
 
@@ -282,7 +282,8 @@ def test_timelines_plot_the_events(e2e: Any, written: Written) -> None:
         assert set(t.series_nodes) >= set(t.nodes), t.group
         executed = [p["executed"] for rows in t.series_nodes.values() for p in rows
                     if p["executed"] is not None]
-        assert len(set(executed)) > 20, t.group  # the frontiers move between the snapshots
+        if e2e.group_states[t.group].get("family", "xcom") == "xcom":  # generations: no frontier
+            assert len(set(executed)) > 20, t.group  # the frontiers move between the snapshots
         if t.group == silent:
             ages = [p["heartbeat_age_ms"] for rows in t.series_nodes.values() for p in rows
                     if p["heartbeat_age_ms"] is not None]

@@ -101,7 +101,9 @@ class GenRules:
             gn.since = ev["ts_ms"]
         gn.gen, gn.status, gn.loi = m, status, loi
         self.wedges.seen(ev["ts_ms"], status == "ONLINE")
-        gn.vote = [lv["num"], list(members_of(lv["members"])), list(members_of(lv["configured"]))]
+        vote = [lv["num"], list(members_of(lv["members"])), list(members_of(lv["configured"]))]
+        if vote != gn.vote:
+            gn.vote, gn.vote_ts = vote, ev["ts_ms"]
         gn.report, gn.contiguous = self.ctx.ref(ev, src), True
 
     def _on_heartbeat(self, ns: NodeState, node: str, ev: dict[str, Any], src: Src) -> None:

@@ -47,6 +47,7 @@ class GenNode:
     vote: list[Any] | None = None  # its last full last_vote: [num, members, configured]
     node_status: str = ""  # its latest heartbeat's node_status
     since: int = -1  # event time its current (gen, status) began (GEN_RECOVERY_STUCK)
+    vote_ts: int = -1  # event time of the report that set ``vote``
     epoch: int = 0  # gaps seen in its history (a held verdict needs none since it began)
     ts: int = -1  # the latest event time of its reports
     report: dict[str, Any] | None = field(default=None)  # evidence of its last state report

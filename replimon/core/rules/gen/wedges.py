@@ -113,7 +113,7 @@ class GenWedges:
         if now - since >= limit and NO_ONLINE not in ctx.open:
             status = ", ".join(f"{n} {nodes[n].node_status}" for n in awake if nodes[n].node_status)
             ctx.fire(NO_ONLINE, "GEN_NO_ONLINE", ("episode", self.live.episode(NO_ONLINE)),
-                     f"No configured node has been online for {(now - since) // 1000} s "
+                     f"No configured node has been online for over {limit // 1000} s "
                      f"(latest heartbeats: {status}): the group takes no writes.",
                      since, evidence=[r for n in awake if (r := nodes[n].report) is not None][:9])
 
@@ -129,15 +129,15 @@ class GenWedges:
         since = self._since(gn.since)
         if now - since >= limit and cond not in ctx.open:
             ctx.fire(cond, "GEN_RECOVERY_STUCK", (node, gn.gen),
-                     f"{node} has been recovering in generation {gn.gen} for {(now - since) // 1000} s: "
+                     f"{node} has been recovering in generation {gn.gen} for over {limit // 1000} s: "
                      "commits in the generation need its PREPARE acks, so the group's writes wait.",
                      since, instance=gn.gen, node=node,
                      evidence=[gn.report] if gn.report is not None else [])
 
     def _vote(self, cur: Gen, nodes: dict[str, GenNode], max_gen: int, now: int, limit: int) -> None:
         ctx = self.ctx
-        votes = sorted((gn.vote[0] for n in cur.configured if (gn := nodes.get(n)) is not None
-                        and gn.vote is not None), reverse=True)
+        voters = [gn for n in cur.configured if (gn := nodes.get(n)) is not None and gn.vote is not None]
+        votes = sorted((gn.vote[0] for gn in voters), reverse=True)  # type: ignore[index]
         q = _majority(len(cur.configured))
         promised = votes[q - 1] if len(votes) >= q else -1
         if promised <= max_gen:
@@ -148,12 +148,15 @@ class GenWedges:
         if self.vote is None or self.vote[0] != promised:
             if self.vote is not None:
                 ctx.resolve(VOTE, f"a majority now promises generation {promised}.", ctx.clock)
-            self.vote = [promised, ctx.clock]
+            # Since the quorum-th of those promises was made (event time: the same whatever the
+            # arrival order or the evaluation that notices it).
+            cast = sorted(gn.vote_ts for gn in voters if gn.vote[0] >= promised)  # type: ignore[index]
+            self.vote = [promised, cast[q - 1]]
         since = self._since(self.vote[1])
         if now - since >= limit and VOTE not in ctx.open:
             ctx.fire(VOTE, "GEN_VOTE_STUCK", ("vote", promised),
                      f"A majority of the configured nodes promised generation {promised} "
-                     f"{(now - since) // 1000} s ago, and no node switched to it (highest "
+                     f"over {limit // 1000} s ago, and no node switched to it (highest "
                      f"generation reported: {max_gen}).", since, instance=promised)
 
     # -- saved state --------------------------------------------------------------------------------
