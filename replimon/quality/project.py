@@ -20,7 +20,6 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from replimon.quality.suites import SUITES, spec_id, spec_of, suite_id, to_gx
 
@@ -60,12 +59,6 @@ def write_project(root: Path = DEFAULT_ROOT) -> list[Path]:
                                    sort_keys=True) + "\n", encoding="utf-8")
         paths.append(path)
     return paths
-
-
-def load_suite(root: Path, name: str) -> dict[str, Any]:
-    """A checked-in suite as JSON."""
-    data: dict[str, Any] = json.loads(suite_path(root, name).read_text(encoding="utf-8"))
-    return data
 
 
 def differences(root: Path = DEFAULT_ROOT) -> list[str]:
