@@ -64,8 +64,10 @@ def alerts_for(outcomes: Sequence[Outcome], now_ms: int) -> list[dict[str, Any]]
         notes = spec.notes[:1].lower() + spec.notes[1:].rstrip(".")
         message = (f"Data quality: {o.expectation} failed on {o.suite} for {o.unexpected} of "
                    f"{o.evaluated} rows, e.g. {_shown(first, spec.columns)}; expected: {notes}.")
+        # Never dated after its detection: a row stamped in the future (a node's clock far ahead,
+        # docs/operations.md "Clocks") is shown as it is in the evidence, not as the alert's time.
         alert = Alert(alert_id(group, KIND, f"{o.suite}|{o.expectation}|{row_key(o.suite, first)}"),
-                      group, KIND, FIRING, int(when), now_ms, message, node=node,
+                      group, KIND, FIRING, min(int(when), now_ms), now_ms, message, node=node,
                       evidence=[dict(s) for s in o.samples])
         out.append(alert.to_dict())
     return out
