@@ -1,5 +1,6 @@
 """What a replica integration holds for ONE node of one group (``NodePublisher``): the envelope
-(``v``, ``ts_ms``, ``seq``, ``incarnation``), one method per event type, each event validated
+(``v``, ``ts_ms``, ``seq``, ``incarnation``), one method per event type (XCom's, and the
+generations family's ``gen_*``), each event validated
 against the contract before it leaves the process, and sent through a shared ``Publisher``
 (``publisher.py``, which documents the exceptions and thread-safety)."""
 
@@ -144,6 +145,54 @@ class NodePublisher:
             members=members,
             reason=reason,
         )
+
+    # -- the generations family (Postgres multimaster; docs/families.md 2.2) --------------------
+    def gen_state(
+        self,
+        cause: str,
+        gen: Mapping[str, Any],
+        donors: list[str],
+        last_online_in: int,
+        last_vote: Mapping[str, Any],
+        status: str,
+        via: str | None = None,
+        source: str | None = None,
+        vote: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A completed transition of this node's persisted generation state (``cause``: load,
+        switch, online, vote or bump), published after the change it reports; ``gen`` and
+        ``last_vote`` are ``{num, members, configured}``."""
+        return self._publish("gen.state", cause=cause, gen=gen, donors=donors, last_online_in=last_online_in,
+                             last_vote=last_vote, status=status, via=via, source=source, vote=vote)
+
+    def gen_heartbeat(
+        self,
+        gen_num: int,
+        last_online_in: int,
+        last_vote_num: int,
+        node_status: str,
+        suspects: list[str],
+        xact_sample: int,
+    ) -> dict[str, Any]:
+        """This node's periodic report: the same numbers, its status and whom it suspects."""
+        return self._publish("gen.heartbeat", gen_num=gen_num, last_online_in=last_online_in,
+                             last_vote_num=last_vote_num, node_status=node_status, suspects=suspects,
+                             xact_sample=xact_sample)
+
+    def gen_xact(
+        self,
+        gid: str,
+        xgen: int,
+        phase: str,
+        role: str,
+        mode: str | None = None,
+        at: Mapping[str, Any] | None = None,
+        prepared_by: list[str] | None = None,
+        xmembers: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """A sampled two-phase transaction's step on this node (prepared, committed, aborted)."""
+        return self._publish("gen.xact", gid=gid, xgen=xgen, phase=phase, role=role, mode=mode, at=at,
+                             prepared_by=prepared_by, xmembers=xmembers)
 
     def _publish(self, event_type: str, **fields: Any) -> dict[str, Any]:
         with self._lock:

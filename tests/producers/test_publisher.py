@@ -288,3 +288,37 @@ def test_blocked_send_proceeds_when_room_frees(topics: Topics) -> None:
     with pytest.raises(PublishError, match=r"11 message\(s\) failed"):
         pub.close()
     assert pub.stats().failed == 11
+
+
+def test_a_generations_node_publishes_valid_events_on_the_topics_of_their_role(
+    broker: Any, topics: Topics, publisher: Publisher
+) -> None:
+    """docs/families.md, "What a node publishes": the generations family's methods, validated
+    against the contract before sending, like XCom's."""
+    abc = ["A", "B", "C"]
+    gen = {"num": 7, "members": abc, "configured": abc}
+    node = NodePublisher(publisher, "pg-1", "A")
+    node.gen_state("load", gen, donors=["B"], last_online_in=6, last_vote=gen, status="RECOVERY")
+    node.gen_state("online", gen, donors=["B"], last_online_in=7, last_vote=gen, status="ONLINE",
+                   via="parallel_safe", source="B")
+    node.gen_heartbeat(gen_num=7, last_online_in=7, last_vote_num=7, node_status="online", suspects=[],
+                       xact_sample=4)
+    node.gen_xact("MTM-1-1-7", 7, "committed", "coordinator", prepared_by=abc, xmembers=abc)
+    for call, reason in [
+        (lambda: node.gen_state("online", gen, donors=["B"], last_online_in=7, last_vote=gen, status="ONLINE"),
+         "via"),
+        (lambda: node.gen_heartbeat(7, 7, 7, "asleep", [], 4), "node_status"),
+        (lambda: node.gen_xact("MTM-1-1-7", 7, "committed", "replica", prepared_by=abc), "prepared_by"),
+    ]:
+        with pytest.raises(ValueError, match=reason):
+            call()
+    assert node.next_seq == 4
+    assert publisher.flush(10) == 0
+    got: dict[str, str] = {}
+    for topic in topics.inputs:
+        for msg in read_all(broker.bootstrap_servers, topic, expect=0):
+            event = parse_event(msg.value())
+            assert not isinstance(event, Invalid), event
+            if event.group == "pg-1":
+                got[event.type] = topic
+    assert got == {"gen.state": topics.config, "gen.heartbeat": topics.heartbeats, "gen.xact": topics.decisions}
