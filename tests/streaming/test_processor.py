@@ -21,6 +21,7 @@ from replimon.streaming.processor import (
     row_processor,
 )
 from replimon.streaming.rows import CLOCK_KEY, DEAD_BUCKET, DEAD_KEY, bucket_of, pack
+from tests.support.stateful import MemoryState, MemoryTimers
 
 pytest.importorskip("pyspark.sql.streaming.tws_tester")
 from pyspark.sql import Row  # noqa: E402
@@ -187,33 +188,11 @@ def test_bucket_of_is_spark_sqls_crc32(spark: Any) -> None:
     assert got == {n: bucket_of(n, 7) for n in names}
 
 
-class _State:
-    def __init__(self) -> None:
-        self.value: tuple[Any, ...] | None = None
-
-    def get(self) -> tuple[Any, ...] | None:
-        return self.value
-
-    def update(self, value: tuple[Any, ...]) -> None:
-        self.value = value
-
-
-class _Handle:
-    def __init__(self) -> None:
-        self.timers: set[int] = set()
-
-    def registerTimer(self, ts: int) -> None:  # noqa: N802
-        self.timers.add(ts)
-
-    def deleteTimer(self, ts: int) -> None:  # noqa: N802
-        self.timers.discard(ts)
-
-
 def spark_order(logic: Any, batches: list[tuple[int, list[dict[str, Any]]]], clock_rows: bool) -> list[tuple[Any, ...]]:
     """Micro-batches in Spark's order: each bucket's rows, then the timers due at the batch's
     processing time (``MonitorLogic`` with in-memory state and timers per bucket)."""
-    states: dict[int, _State] = defaultdict(_State)
-    handles: dict[int, _Handle] = defaultdict(_Handle)
+    states: dict[int, MemoryState] = defaultdict(MemoryState)
+    handles: dict[int, MemoryTimers] = defaultdict(MemoryTimers)
     out: list[tuple[Any, ...]] = []
     for now, evs in batches:
         rows: dict[int, list[tuple[str, bytes]]] = defaultdict(list)
@@ -325,8 +304,8 @@ def test_a_retried_batch_gives_the_same_rows_with_warm_monitors() -> None:
     events = simulate(20, "beyond_horizon:g1@8s", groups=2)
     start = min(e["ts_ms"] for e in events)
     logic = MonitorLogic(Limits(), LIVE, BUCKETS, snapshot_ms=3_000)
-    states: dict[int, _State] = defaultdict(_State)
-    handles: dict[int, _Handle] = defaultdict(_Handle)
+    states: dict[int, MemoryState] = defaultdict(MemoryState)
+    handles: dict[int, MemoryTimers] = defaultdict(MemoryTimers)
     for b in range(20):
         now = start + (b + 1) * 1000
         rows: dict[int, list[tuple[str, bytes]]] = defaultdict(list)
