@@ -158,12 +158,14 @@ class GenRules:
         cur = self._current()
         config = None if cur is None else {
             "num": cur.num, "members": list(cur.members), "configured": list(cur.configured),
-            "minority": len(cur.members) < majority(len(cur.configured))}
+            "minority": len(cur.members) < majority(len(cur.configured)),
+            "election": self._election(cur.num)}
         configured = () if cur is None else cur.configured
         nodes = self.ctx.nodes
         # The fields every family's node has (member, incarnation, status, last event, suspects,
         # silent: the tables' columns, docs/postgres.md), then the generations' own.
-        return {"family": GEN, "config": config, "nodes": {
+        return {"family": GEN, "config": config, "config_version": None if cur is None else cur.num,
+                "nodes": {
             node: {"member": node in configured, "incarnation": ns.inc if ns else None,
                    "status": gn.status or None, "last_ts_ms": ns.last_ts if ns else None,
                    "suspects": list(ns.suspects) if ns else [],
@@ -171,6 +173,18 @@ class GenRules:
                    "gen": gn.gen, "node_status": gn.node_status, "last_online_in": gn.loi,
                    "last_vote": gn.vote[0] if gn.vote else None}
             for node, gn in sorted(self.nodes.items()) for ns in (nodes.get(node),)}}
+
+    def _election(self, current: int) -> int | None:
+        """The open election: the highest generation above ``current`` that a majority of its
+        configured nodes voted for (``last_vote``), which the nodes have not switched to yet
+        (docs/families.md 5.2); None when there is none."""
+        votes: dict[int, tuple[int, int]] = {}
+        for gn in self.nodes.values():
+            if gn.vote and gn.vote[0] > current:
+                count, size = votes.get(gn.vote[0], (0, len(gn.vote[2])))
+                votes[gn.vote[0]] = (count + 1, size)
+        held = [num for num, (count, size) in votes.items() if size and count >= majority(size)]
+        return max(held, default=None)
 
     def dump(self, shared: dict[str, Any]) -> dict[str, Any]:
         s = self.safety

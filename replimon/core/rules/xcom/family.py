@@ -310,7 +310,8 @@ class XComRules:
         """The family's part of the group's snapshot: the active and pending configurations, the
         horizon figures, and each node (docs/rules.md, "Terms used below")."""
         if not self.cmap.configs:
-            return {"active": None, "pending": [], "nodes": {}}
+            return {"family": XCOM, "config": None, "config_version": None,
+                    "active": None, "pending": [], "nodes": {}}
         ctx, cmap = self.ctx, self.cmap
         active = cmap.active(self.decided + 1)
         out: dict[str, Any] = {
@@ -327,6 +328,12 @@ class XComRules:
             out["window_use"] = max(0, self.decided - e_maj)
             out["window_fraction"] = (round(max(0, self.decided - e_maj) / active.event_horizon, 4)
                                       if active.event_horizon > 0 else None)
+        # The family-neutral view of the configuration (docs/families.md 5.2): what the tables'
+        # ``config`` column and the live view show, whatever the family; the version is the
+        # active configuration's start, one step on a timeline per reconfiguration.
+        out["family"], out["config_version"] = XCOM, active.start
+        out["config"] = {k: out[k] for k in ("active", "pending", "effective_horizon", "window_use")
+                         if k in out}
         for node, ns in sorted(ctx.nodes.items()):
             out["nodes"][node] = {
                 "member": node in active.member_ids, "executed": ns.executed, "decided": ns.decided,
