@@ -219,6 +219,14 @@ def test_an_event_of_another_family_is_a_bad_line_and_one_family_conflict(
     (alert,) = alerts_of(captured.out)
     assert (alert["kind"], alert["group"]) == ("FAMILY_CONFLICT", "g1")
     assert f"{len(stray)} bad line(s)" in captured.err
+    # A pin wins over the first event: pinned to gen, the group's XCom events are the bad lines.
     config = tmp_path / "pins.yaml"
-    config.write_text("families:\n  'g*': xcom\n")
-    assert main(["--config", str(config), "check", str(path), "--min-severity", "warning"]) == 0
+    config.write_text("families:\n  'g*': gen\n")
+    assert main(["--config", str(config), "check", str(path), "--min-severity", "warning",
+                 "--fail-on", "warning"]) == 1
+    captured = capsys.readouterr()
+    conflicts = [a for a in alerts_of(captured.out) if a["kind"] == "FAMILY_CONFLICT"]
+    assert [a["group"] for a in conflicts] == ["g1"]
+    assert "which is a gen group" in conflicts[0]["message"]
+    assert f"{len(events) - len(stray)} bad line(s)" in captured.err
+    assert "family conflict: group g1 is gen" in captured.err

@@ -54,6 +54,9 @@ class GenSafety:
         """A report of generation ``num`` (a ``gen.state``'s gen, or a coordinator's
         ``xmembers``: ``configured`` None). GEN_ELECTED on the first, GEN_MEMBERS_CONFLICT when a
         later one differs."""
+        # Seed "The voting procedure": a generation number is elected once, with one member set;
+        # TLA+ ElectNewGen (a number wins one vote). GEN_ELECTED marks ElectNewGen's outcome on
+        # the timeline.
         ctx = self.ctx
         known = self.gens.get(num)
         if known is None:
@@ -86,6 +89,9 @@ class GenSafety:
                    src: Src) -> None:
         """GEN_REGRESSION: a persisted number lower than the node reported before (any
         incarnation). ``values``: field -> value of this report."""
+        # Seed "The algorithm for safety", GenState: "persists to disk on update; must never go
+        # backwards"; TLA+: the state is saved before it is used (MtmStateSave in src/state.c),
+        # and LastVoteGECurrentGen holds across every action only if no number decreases.
         ctx = self.ctx
         before = {"gen.num": gn.max_gen, "last_vote.num": gn.max_vote, "last_online_in": gn.max_loi}
         for name, value in values.items():
@@ -105,6 +111,8 @@ class GenSafety:
 
     def inconsistent(self, node: str, why: list[str], ev: dict[str, Any], src: Src) -> None:
         """GEN_STATE_INCONSISTENT: one report contradicts itself (``why``: what, in words)."""
+        # Seed "The algorithm for safety" (last_vote >= current_gen; ONLINE only in the current
+        # generation); TLA+ invariant LastVoteGECurrentGen.
         if why:
             self.ctx.violation(
                 "GEN_STATE_INCONSISTENT", (node, ev["incarnation"], ev["seq"]),
@@ -115,6 +123,8 @@ class GenSafety:
         """GEN_VOTE_PROMISE_BROKEN (a): a vote for (n, M, C) while the node had reported a
         last_vote numbered n or higher, unless its last full last_vote is exactly (n, M, C) (a
         re-grant changes nothing)."""
+        # Seed "The voting procedure" (VoteGenNumTooLow: a vote is refused for a number at or
+        # below the last one voted for); TLA+ ElectNewGen's guard ``last_vote < num``.
         v = ev["vote"]
         n, grant = v["num"], [v["num"], list(members_of(v["members"])), list(members_of(v["configured"]))]
         if gn.max_vote >= n and gn.vote != grant:
@@ -130,6 +140,13 @@ class GenSafety:
                     ev: dict[str, Any], src: Src) -> None:
         """The rules of a transition into ONLINE in ``m`` (module docstring), generation ``m``
         being (``members``, ``configured``); ``gn`` still holds the node's previous report."""
+        # GEN_VOTE_PROMISE_BROKEN (b): seed "Generation switching procedure" (a node whose
+        # last_vote.num exceeds the generation never gets online in it); TLA+ LearnNewGen.
+        # GEN_ONLINE_INELIGIBLE: seed "The algorithm for safety" (a non-member never takes part;
+        # a normal generation is a majority of configured, the 2-node referee excepted); TLA+
+        # LearnNewGen and GetOnline. GEN_ONLINE_UNRECOVERED (a): seed "The algorithm for safety",
+        # the induction (online in n only as a donor of n or after recovering to ParallelSafe<n>);
+        # TLA+ LearnNewGen (donor) and GetOnline (after recovery). GEN_DONOR_STALE below.
         ctx = self.ctx
         cause = ev["cause"]
         evidence = [e for e in (gn.report, ctx.ref(ev, src)) if e is not None]
@@ -163,6 +180,12 @@ class GenSafety:
 
     # -- transactions --------------------------------------------------------------------------------
     def xact(self, node: str, ev: dict[str, Any], src: Src) -> None:
+        """The rules over one traced transaction report (``gen.xact``)."""
+        # GEN_BARRIER_BROKEN: seed "Backend actions" and "Walreceiver" (the barrier between the
+        # PREPAREs of the old and the new generation); TLA+ DoPrepare, PullNormal, PullRecovery.
+        # GEN_COMMIT_UNPREPARED: seed "Basics" (a transaction commits only once every member of
+        # its generation has its PREPARE); TLA+ CommitTx. GEN_XACT_DIVERGENT: seed "Basics"
+        # (atomic commitment); TLA+ OrderOk (one outcome per transaction).
         ctx = self.ctx
         gid, xgen, phase = ev["gid"], ev["xgen"], ev["phase"]
         here = ctx.ref(ev, src) | {"gid": gid, "xgen": xgen, "phase": phase}
@@ -211,6 +234,10 @@ class GenSafety:
     def _donor_stale(self, entry: list[Any]) -> None:
         """GEN_DONOR_STALE: donor d went ONLINE in n by a switch with last_online_in p before,
         and a transaction committed in some m, p < m < n, with configured(m) = configured(n)."""
+        # Seed "The algorithm for safety", the induction step (a donor of n has every committable
+        # transaction of the generations p < m < n: none exists, by majority intersection); TLA+
+        # invariant OrderOk. Off across changes of configured and for 2-node referee clusters,
+        # where the intersection argument does not hold (docs/families.md 5.4).
         d, n, p, configured, switch = entry
         for m, (gid, commit) in sorted(self.committed.items()):
             if not p < m < n:

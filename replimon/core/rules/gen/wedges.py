@@ -101,6 +101,8 @@ class GenWedges:
         return bool(reported) and "online" not in reported
 
     def _no_online(self, awake: list[str], nodes: dict[str, GenNode], now: int, limit: int) -> None:
+        # Seed "Liveness." (a quorum of connected nodes gets online in some generation); TLA+: a
+        # liveness property, none of GetOnline's steps taken for the threshold.
         ctx = self.ctx
         if not self._none_online(awake, nodes):
             if NO_ONLINE in ctx.open:
@@ -118,6 +120,8 @@ class GenWedges:
                      since, evidence=[r for n in awake if (r := nodes[n].report) is not None][:9])
 
     def _recovery(self, node: str, gn: GenNode | None, awake: bool, now: int, limit: int) -> None:
+        # Seed "Generation switching procedure" ("others already wait for us") and "Liveness.";
+        # TLA+ PullRecovery steps that never reach GetOnline.
         ctx = self.ctx
         cond = RECOVERY + node
         if gn is None or gn.status != "RECOVERY" or not awake:
@@ -135,6 +139,8 @@ class GenWedges:
                      evidence=[gn.report] if gn.report is not None else [])
 
     def _vote(self, cur: Gen, nodes: dict[str, GenNode], max_gen: int, now: int, limit: int) -> None:
+        # Seed "The voting procedure" and "Liveness."; TLA+ ElectNewGen (a majority voted) with
+        # no LearnNewGen of that number.
         ctx = self.ctx
         voters = [gn for n in cur.configured if (gn := nodes.get(n)) is not None and gn.vote is not None]
         votes = sorted((gn.vote[0] for gn in voters), reverse=True)  # type: ignore[index]
