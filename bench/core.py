@@ -55,6 +55,8 @@ from replimon.contract import Invalid, parse_event
 from replimon.core import Monitor
 from replimon.core.rules.base import FIRED_MEMORY
 from replimon.producers.simulator import SimOptions, Simulator
+from replimon.producers.simulator_gen import SimOptions as GenOptions
+from replimon.producers.simulator_gen import Simulator as GenSimulator
 
 TARGET_EVENTS_PER_S = 200_000
 SCHEMA = 1
@@ -120,6 +122,15 @@ def generate(work: Workload) -> list[dict[str, Any]]:
     return events
 
 
+def generate_gen(work: Workload) -> list[dict[str, Any]]:
+    """A clean generations fleet of the same size and length (groups of 3 nodes; the simulator's
+    voting, switching, recovery, restarts and sampled transactions; docs/simulator.md)."""
+    events: list[dict[str, Any]] = []
+    GenSimulator(GenOptions(groups=work.groups, nodes=3, duration_ms=work.duration_ms, seed=work.seed),
+                 [], events.append).run()
+    return events
+
+
 def describe_mix(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Event-type mix and what the history contains (restarts, config commands)."""
     types = Counter(ev["type"] for ev in events)
@@ -179,16 +190,21 @@ def summary(values: Sequence[float], digits: int = 1) -> dict[str, Any]:
 
 
 def throughput(events: list[dict[str, Any]], raws: list[bytes], repeat: int,
-               log: Callable[[str], None]) -> dict[str, Any]:
+               log: Callable[[str], None], gen: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Events/s of each loop (module docstring), ``repeat`` times back to back; ``gen``: a
+    generations fleet, timed in the same repetitions (``gen_monitor``, ``gen_chain``)."""
     n = len(events)
     rates: dict[str, list[float]] = {"baseline": [], "monitor": [], "parse_event": [], "decode_event": [],
                                      "chain": [], "chain_parse_twice": [], "monitor_gc_unfrozen": []}
+    gen_raws = [json.dumps(ev, separators=(",", ":")).encode() for ev in gen or ()]
+    if gen:
+        rates.update(gen_monitor=[], gen_chain=[])
 
-    def timed(run: Callable[[], object]) -> float:
+    def timed(run: Callable[[], object], count: int = n) -> float:
         gc.collect()
         t0 = time.perf_counter()
         run()
-        return n / (time.perf_counter() - t0)
+        return count / (time.perf_counter() - t0)
 
     for rep in range(repeat):
         rates["baseline"].append(n / drive(TrivialMonitor().process, events))
@@ -198,6 +214,9 @@ def throughput(events: list[dict[str, Any]], raws: list[bytes], repeat: int,
         # the job's per-event path now and before parsing once, back to back (bench/chain.py)
         rates["chain"].append(timed(lambda: chain.parse_once(raws, Monitor().process)))
         rates["chain_parse_twice"].append(timed(lambda: chain.parse_twice(raws, Monitor().process)))
+        if gen:
+            rates["gen_monitor"].append(len(gen) / drive(Monitor().process, gen))
+            rates["gen_chain"].append(timed(lambda: chain.parse_once(gen_raws, Monitor().process), len(gen)))
         gc.unfreeze()  # context: collections now walk every pre-generated event as well
         rates["monitor_gc_unfrozen"].append(n / drive(Monitor().process, events))
         gc.freeze()
@@ -214,6 +233,10 @@ def throughput(events: list[dict[str, Any]], raws: list[bytes], repeat: int,
               for name in ("monitor", "parse_event", "decode_event", "chain", "chain_parse_twice",
                            "monitor_gc_unfrozen")}
     ratios["chain_to_chain_parse_twice"] = ratio("chain", "chain_parse_twice")
+    if gen:
+        ratios |= {"gen_monitor_to_baseline": ratio("gen_monitor", "baseline"),
+                   "gen_monitor_to_monitor": ratio("gen_monitor", "monitor"),
+                   "gen_chain_to_chain": ratio("gen_chain", "chain")}
     med = statistics.median(rates["monitor"])
     return {
         "repeat": repeat,
@@ -476,6 +499,10 @@ def tables(res: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
                     f"commands, {mix['restarts']} node restarts"],
         ["alerts (clean fleet)", ", ".join(f"{k} {v}" for k, v in w["alerts"].items()) or "none"],
     ]
+    if "gen" in w:
+        g = w["gen"]
+        workload_rows.append(["generations fleet", f"{g['groups']} groups of {g['nodes']} nodes, "
+                              f"{g['events']:,} events ({', '.join(f'{k} {v:,}' for k, v in g['types'].items())})"])
     base = eps["baseline"]["median"]
     tp_rows = [
         ["baseline (dict lookup + counter)", fmt_int(base), fmt_int(eps["baseline"]["min"]),
@@ -501,6 +528,15 @@ def tables(res: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
          fmt_int(eps["monitor_gc_unfrozen"]["min"]), fmt_int(eps["monitor_gc_unfrozen"]["max"]),
          f"{ratios['monitor_gc_unfrozen_to_baseline']['median']:.4f}",
          f"{tp['us_per_event_median']['monitor_gc_unfrozen']:.3f}"])
+    if "gen_monitor" in eps:
+        for name, label, against in (
+                ("gen_monitor", "generations fleet: Monitor.process", "gen_monitor_to_monitor"),
+                ("gen_chain", "generations fleet: chain now", "gen_chain_to_chain")):
+            tp_rows.append([label, fmt_int(eps[name]["median"]), fmt_int(eps[name]["min"]),
+                            fmt_int(eps[name]["max"]),
+                            f"{ratios[name + '_to_baseline']['median']:.4f}" if name + "_to_baseline" in ratios
+                            else f"{ratios[against]['median']:.3f} of XCom's",
+                            f"{tp['us_per_event_median'][name]:.3f}"])
     verdict = "met" if tp["meets_target"] else "NOT met"
     tp_rows.append([f"target >= {TARGET_EVENTS_PER_S:,} ev/s (Monitor.process median)", verdict, "", "", "", ""])
     js = mem["state_json_bytes_per_group"]
@@ -581,6 +617,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if bad:
         raise SystemExit(f"the simulator produced events parse_event rejects: {bad[0]!r}")
     mix = describe_mix(events)
+    log(f"generating a generations fleet of {work.groups} groups x {work.duration_ms // 1000} s ...")
+    gen = generate_gen(work)
+    gen_info = {"groups": work.groups, "nodes": 3, "events": len(gen),
+                "types": dict(sorted(Counter(ev["type"] for ev in gen).items()))}
     log(f"  {len(events):,} events in {time.perf_counter() - t0:.1f} s")
 
     log("memory pass (tracemalloc) ...")
@@ -588,8 +628,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.freeze()  # the pre-generated events are not part of what a collection should walk
 
     log(f"timing, {repeat} repetitions ...")
-    tp = throughput(events, raws, repeat, log)
-    del events, raws
+    tp = throughput(events, raws, repeat, log, gen)
+    del events, raws, gen
     gc.unfreeze()
     gc.collect()
 
@@ -609,6 +649,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "groups": work.groups, "node_mix": list(work.node_mix), "duration_ms": work.duration_ms,
             "seed": work.seed, "mix": mix,
             "alerts": dict(sorted(alerts.items())),
+            "gen": gen_info,
         },
         "throughput": tp,
         "memory": mem,

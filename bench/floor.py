@@ -21,14 +21,24 @@ micro-batch time (``triggerExecution``) over the batches after the first, per re
 the median over repetitions; events/s = batch size / that time.
 
     .venv/bin/python bench/floor.py [--groups 1000] [--batch 50000] [--batches 6] [--repeat 3]
+
+Before and after (``--base COMMIT``): the ``source`` and ``job`` variants run once per repetition
+in a child process for each tree, in alternating order, over the same recorded topic: the earlier
+commit checked out into a temporary worktree (``bench/versions.py``'s ``base_tree``) and this one.
+The figure is, per repetition, the job's events/s of this tree over the base's, raw and normalised
+by each child's own ``source`` rate, and the median over repetitions (the JSON's ``versions``).
+The children check that Spark's Python workers import ``replimon`` from their tree.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -167,6 +177,76 @@ def measure(spark: Any, settings: Any, variant: str, batch: int, batches: int, w
             "median_rows": statistics.median(rows), "parts_ms": parts}
 
 
+def check_worker_imports(spark: Any) -> None:
+    """Spark's Python workers must import ``replimon`` from the tree this process does."""
+    import replimon.core
+
+    here = str(Path(replimon.core.__file__).resolve().parent)
+    seen = spark.sparkContext.parallelize([0], 1).map(
+        lambda _: str(Path(__import__("replimon.core").core.__file__).resolve().parent)).collect()
+    if seen != [here]:
+        raise SystemExit(f"Spark's workers import replimon.core from {seen}, not {here}")
+
+
+def versions(args: argparse.Namespace) -> None:
+    """``--base``: the job before and after, one child per tree and repetition (module docstring)."""
+    from machine import machine  # bench/machine.py
+    from versions import ROOT, base_tree, child_env, drop_tree  # bench/versions.py
+
+    from replimon.config import load_settings
+    from replimon.embedded import EmbeddedBroker
+
+    host = machine()
+    total = args.batch * (args.batches + 2)
+    runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory(prefix="replimon-floor-") as tmp:
+        settings = load_settings(None, kafka={"bootstrap_servers": broker.bootstrap_servers})
+        log(f"publishing {total:,} events of {args.groups} groups")
+        record(settings, broker.bootstrap_servers, args.groups, total, args.seed)
+        trees = {"before": base_tree(args.base, Path(tmp) / "base"), "after": ROOT}
+        try:
+            for rep in range(args.repeat):
+                for name in (("before", "after") if rep % 2 == 0 else ("after", "before")):
+                    out = Path(tmp) / f"{name}-{rep}.json"
+                    cmd = [sys.executable, str(Path(__file__).resolve()), "--bootstrap", broker.bootstrap_servers,
+                           "--variants", "source,job", "--repeat", "1", "--groups", str(args.groups),
+                           "--batch", str(args.batch), "--batches", str(args.batches), "--out", str(out)]
+                    done = subprocess.run(cmd, env=child_env(trees[name]), check=False)
+                    if done.returncode != 0:
+                        raise SystemExit(f"the {name} child failed (exit {done.returncode})")
+                    variants = json.loads(out.read_text())["variants"]
+                    runs[name].append({v: variants[v]["events_per_s"] for v in ("source", "job")})
+                    log(f"rep {rep + 1}/{args.repeat} {name}: job {runs[name][-1]['job']:,} ev/s, "
+                        f"source {runs[name][-1]['source']:,} ev/s")
+        finally:
+            drop_tree(trees["before"])
+    pairs = list(zip(runs["after"], runs["before"], strict=True))
+    raw = [a["job"] / b["job"] for a, b in pairs]
+    norm = [(a["job"] / a["source"]) / (b["job"] / b["source"]) for a, b in pairs]
+
+    def med(xs: list[float]) -> dict[str, Any]:
+        return {"median": round(statistics.median(xs), 3), "min": round(min(xs), 3),
+                "max": round(max(xs), 3), "n": len(xs)}
+
+    base = subprocess.run(["git", "-C", str(ROOT), "rev-parse", args.base], capture_output=True, text=True,
+                          check=False).stdout.strip()
+    result = {"benchmark": "floor-versions", "machine": host, "base": base,
+              "load_average_at_end": list(os.getloadavg()),
+              "settings": {"groups": args.groups, "nodes": 5, "batch": args.batch, "batches": args.batches,
+                           "repeat": args.repeat},
+              "runs": runs, "versions": {"job_after_over_before": med(raw),
+                                         "job_normalised_by_source": med(norm)}}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    rows = [[name, f"{statistics.median(r['job'] for r in rs):,.0f}",
+             f"{statistics.median(r['source'] for r in rs):,.0f}"] for name, rs in runs.items()]
+    rows.append(["after / before", f"{med(raw)['median']:.3f}", f"normalised {med(norm)['median']:.3f}"])
+    render_tables([(f"The job in Spark, before ({base[:9]}) and after, {args.groups} groups, "
+                    f"batches of {args.batch:,}, medians of {args.repeat}",
+                    ["tree", "job events/s", "source events/s"], rows)])
+    log(f"wrote {args.out}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--groups", type=int, default=1000)
@@ -176,7 +256,13 @@ def main() -> None:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "floor.json"))
+    ap.add_argument("--base", default=None, help="an earlier commit: measure the job before and after")
+    ap.add_argument("--bootstrap", default=None, help="a broker whose topics already hold the events "
+                    "(set by --base for its children)")
     args = ap.parse_args()
+    if args.base:
+        versions(args)
+        return
     variants = [v for v in args.variants.split(",") if v]
     bad = [v for v in variants if v not in VARIANTS]
     if bad:
@@ -188,12 +274,17 @@ def main() -> None:
 
     total = args.batch * (args.batches + 2)
     runs: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
-    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory(prefix="replimon-floor-") as tmp:
-        settings = load_settings(None, kafka={"bootstrap_servers": broker.bootstrap_servers})
-        log(f"publishing {total:,} events of {args.groups} groups")
-        record(settings, broker.bootstrap_servers, args.groups, total, args.seed)
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="replimon-floor-"))
+        bootstrap = args.bootstrap or stack.enter_context(EmbeddedBroker()).bootstrap_servers
+        settings = load_settings(None, kafka={"bootstrap_servers": bootstrap})
+        if not args.bootstrap:
+            log(f"publishing {total:,} events of {args.groups} groups")
+            record(settings, bootstrap, args.groups, total, args.seed)
         s = settings.streaming
         spark = get_session(s.master, s.shuffle_partitions)
+        if args.bootstrap:
+            check_worker_imports(spark)
         for rep in range(args.repeat):
             for variant in variants:  # interleaved: a slow spell of the machine hits all alike
                 r = measure(spark, settings, variant, args.batch, args.batches, Path(tmp))

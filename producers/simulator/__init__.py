@@ -1,10 +1,10 @@
 """XCom fleet simulator: seeded, clock-injected, with a catalogue of named faults."""
 
+from replimon.producers.fleet_run import parse_duration_ms
 from replimon.producers.simulator.faults import (
     CATALOGUE,
     FaultSpec,
     Injection,
-    parse_duration_ms,
     parse_injection,
 )
 from replimon.producers.simulator.fleet import (

@@ -19,12 +19,12 @@ CONFIG_MISMATCH; a silent group is GROUP_SILENT, not also one NODE_SILENT per me
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from replimon.core.configmap import Command
+from replimon.producers import fleet_run
+from replimon.producers.fleet_run import Injection
 from replimon.producers.simulator.group import GroupSim
 from replimon.producers.simulator.model import (
     MAX_MEMBERS,
@@ -40,27 +40,6 @@ from replimon.producers.simulator.publishing import publish
 Script = Callable[[GroupSim, "Injection"], Iterator[Wait]]
 
 
-@dataclass
-class Injection:
-    """A fault to inject: by name, into a group, at a time (ms since the run's start)."""
-
-    fault: str
-    group: str = "g1"
-    at_ms: int = 10_000
-    notes: dict[str, Any] = field(default_factory=dict)
-
-    def record(self, base_ms: int) -> dict[str, Any]:
-        spec = CATALOGUE[self.fault]
-        return {
-            "fault": self.fault,
-            "alert": spec.alert,
-            "group": self.group,
-            "at_ms": self.at_ms,
-            "ts_ms": base_ms + self.at_ms,
-            **self.notes,
-        }
-
-
 @dataclass(frozen=True)
 class FaultSpec:
     """A catalogue entry: the fault's name, the alert kind it must produce, and its script."""
@@ -71,28 +50,9 @@ class FaultSpec:
     script: Script
 
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
-
-
-def parse_duration_ms(text: str) -> int:
-    """``500ms``, ``30s``, ``2m``, ``1h`` or a plain number of seconds, as milliseconds."""
-    match = _DURATION.match(text.strip())
-    if not match:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 500ms, 30s, 2m)")
-    value, unit = float(match.group(1)), match.group(2) or "s"
-    return int(value * {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}[unit])
-
-
 def parse_injection(text: str) -> Injection:
-    """``NAME[:GROUP][@TIME]``, e.g. ``beyond_horizon:g2@40s``."""
-    name, _, at = text.partition("@")
-    name, _, group = name.partition(":")
-    if name not in CATALOGUE:
-        raise ValueError(f"unknown fault {name!r}; `replimon simulate --list-faults` lists them")
-    inj = Injection(name, group or "g1")
-    if at:
-        inj.at_ms = parse_duration_ms(at)
-    return inj
+    """``NAME[:GROUP][@TIME]``, e.g. ``beyond_horizon:g2@40s`` (the group defaults to g1)."""
+    return fleet_run.parse_injection(text, CATALOGUE, "g1")
 
 
 # ------------------------------------------------------------------------------ shared steps

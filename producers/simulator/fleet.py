@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,8 @@ from typing import IO, Any
 
 from replimon.config import Settings
 from replimon.core.configmap import Rules
-from replimon.producers.simulator.faults import CATALOGUE, Injection
+from replimon.producers.fleet_run import FleetRun, Injection, SimSummary
+from replimon.producers.simulator.faults import CATALOGUE
 from replimon.producers.simulator.group import GroupSim
 
 # 2026-01-01T00:00:00Z: the default start of a file run, so files do not depend on the wall clock.
@@ -69,18 +69,10 @@ def group_names(n: int) -> list[str]:
     return [f"g{i}" for i in range(1, n + 1)]
 
 
-@dataclass
-class SimSummary:
-    events: int
-    lost: int
-    ticks: int
-    duration_ms: int
-    faults: list[dict[str, Any]]
-    per_group: dict[str, dict[str, int]]
-
-
-class Simulator:
+class Simulator(FleetRun[GroupSim]):
     """Drives the groups; see the module docstring."""
+
+    CATALOGUE = CATALOGUE
 
     def __init__(self, options: SimOptions, injections: Iterable[Injection] = (), sink: Sink | None = None) -> None:
         if options.nodes < 1 or options.groups < 1:
@@ -104,50 +96,15 @@ class Simulator:
                 base_ms=options.start_ms,
                 emit=self._emit,
             )
-        self.injections = sorted(injections, key=lambda i: (i.at_ms, i.group, i.fault))
+        self._start(injections)
         for inj in self.injections:
             if inj.group not in self.groups:
                 raise ValueError(f"fault {inj.fault}: no group {inj.group!r} (groups are g1..g{options.groups})")
             if inj.fault == "incomplete_history":
                 self.groups[inj.group].hidden_until = inj.at_ms
-        self._pending = list(self.injections)
-        self.t = 0
-        self.ticks = 0
 
     def _emit(self, event: dict[str, Any]) -> None:
         self.sink(event)
-
-    def step(self) -> None:
-        """Advance every group by one tick."""
-        t = self.t
-        while self._pending and self._pending[0].at_ms <= t:
-            inj = self._pending.pop(0)
-            group = self.groups[inj.group]
-            group.t = t
-            group.start_script(CATALOGUE[inj.fault].script(group, inj))
-        for group in self.groups.values():
-            group.tick(t)
-        self.ticks += 1
-        self.t += self.options.tick_ms
-
-    def run(
-        self,
-        *,
-        realtime: bool = False,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-        should_stop: Callable[[], bool] = lambda: False,
-    ) -> SimSummary:
-        """Run for ``options.duration_ms`` (0 = until ``should_stop``), paced when ``realtime``."""
-        began = clock()
-        duration = self.options.duration_ms
-        while (duration <= 0 or self.t < duration) and not should_stop():
-            if realtime:
-                ahead = self.t / 1000 - (clock() - began)
-                if ahead > 0:
-                    sleep(ahead)
-            self.step()
-        return self.summary()
 
     def summary(self) -> SimSummary:
         per_group = {
@@ -162,10 +119,6 @@ class Simulator:
             faults=self.manifest(),
             per_group=per_group,
         )
-
-    def manifest(self) -> list[dict[str, Any]]:
-        """The injected faults with the alert kind each must produce and what it touched."""
-        return [inj.record(self.options.start_ms) for inj in self.injections if inj.at_ms < max(self.t, 1)]
 
 
 class JsonlSink:

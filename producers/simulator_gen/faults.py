@@ -11,29 +11,15 @@ background restarts pause. Injections are written ``NAME[:GROUP][@TIME]``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from replimon.producers.simulator.faults import parse_duration_ms
+from replimon.producers import fleet_run
+from replimon.producers.fleet_run import Injection
 from replimon.producers.simulator_gen.group import GenGroupSim, Wait
 from replimon.producers.simulator_gen.model import Gen, GenNode
 
 Script = Callable[[GenGroupSim, "Injection"], Iterator[Wait]]
-
-
-@dataclass
-class Injection:
-    """A fault to inject: by name, into a group, at a time (ms since the run's start)."""
-
-    fault: str
-    group: str = "pg1"
-    at_ms: int = 10_000
-    notes: dict[str, Any] = field(default_factory=dict)
-
-    def record(self, base_ms: int) -> dict[str, Any]:
-        spec = CATALOGUE[self.fault]
-        return {"fault": self.fault, "alert": spec.alert, "group": self.group, "at_ms": self.at_ms,
-                "ts_ms": base_ms + self.at_ms, **self.notes}
 
 
 @dataclass(frozen=True)
@@ -48,15 +34,8 @@ class FaultSpec:
 
 
 def parse_injection(text: str) -> Injection:
-    """``NAME[:GROUP][@TIME]``, e.g. ``gen_regression:pg2@40s``."""
-    name, _, at = text.partition("@")
-    name, _, group = name.partition(":")
-    if name not in CATALOGUE:
-        raise ValueError(f"unknown fault {name!r}; `replimon simulate --list-faults` lists them")
-    inj = Injection(name, group or "pg1")
-    if at:
-        inj.at_ms = parse_duration_ms(at)
-    return inj
+    """``NAME[:GROUP][@TIME]``, e.g. ``gen_regression:pg2@40s`` (the group defaults to pg1)."""
+    return fleet_run.parse_injection(text, CATALOGUE, "pg1")
 
 
 # ------------------------------------------------------------------------------ shared steps

@@ -1,0 +1,132 @@
+"""What every family's fleet simulator shares: fault injections (``NAME[:GROUP][@TIME]``), the
+tick loop that starts them, the paced run, the summary's shape and the manifest of injected faults.
+
+A family's simulator subclasses :class:`FleetRun`, builds ``self.groups`` (objects with ``t``,
+``start_script(script)`` and ``tick(t)``), and names its fault catalogue in ``CATALOGUE`` (name ->
+an entry with ``alert`` and ``script(group, injection)``). The run is deterministic per seed: the
+injections start in (time, group, fault) order at the first tick at or after their time.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+
+@dataclass
+class Injection:
+    """A fault to inject: by name, into a group, at a time (ms since the run's start)."""
+
+    fault: str
+    group: str = "g1"
+    at_ms: int = 10_000
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def record(self, base_ms: int, alert: str | None) -> dict[str, Any]:
+        """The manifest's line: the fault, the alert kind it must raise (None: a near miss that
+        must raise nothing), where and when, and what the script noted."""
+        return {"fault": self.fault, "alert": alert, "group": self.group, "at_ms": self.at_ms,
+                "ts_ms": base_ms + self.at_ms, **self.notes}
+
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
+
+
+def parse_duration_ms(text: str) -> int:
+    """``500ms``, ``30s``, ``2m``, ``1h`` or a plain number of seconds, as milliseconds."""
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 500ms, 30s, 2m)")
+    value, unit = float(match.group(1)), match.group(2) or "s"
+    return int(value * {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}[unit])
+
+
+def parse_injection(text: str, catalogue: Mapping[str, Any], default_group: str) -> Injection:
+    """``NAME[:GROUP][@TIME]`` (e.g. ``beyond_horizon:g2@40s``) against a family's catalogue."""
+    name, _, at = text.partition("@")
+    name, _, group = name.partition(":")
+    if name not in catalogue:
+        raise ValueError(f"unknown fault {name!r}; `replimon simulate --list-faults` lists them")
+    inj = Injection(name, group or default_group)
+    if at:
+        inj.at_ms = parse_duration_ms(at)
+    return inj
+
+
+@dataclass
+class SimSummary:
+    events: int
+    lost: int
+    ticks: int
+    duration_ms: int
+    faults: list[dict[str, Any]]
+    per_group: dict[str, dict[str, int]]
+
+
+class _Group(Protocol):
+    t: int
+
+    def start_script(self, script: Any) -> None: ...
+
+    def tick(self, t: int) -> None: ...
+
+
+G = TypeVar("G", bound=_Group)
+
+
+class FleetRun(Generic[G]):
+    """The tick loop of a fleet simulator (module docstring); ``G``: its groups' type."""
+
+    CATALOGUE: ClassVar[Mapping[str, Any]]
+    groups: dict[str, G]
+    options: Any  # a dataclass with at least ``tick_ms``, ``duration_ms`` and ``start_ms``
+
+    def _start(self, injections: Iterable[Injection]) -> None:
+        """Order the injections and reset the clock (the subclass checks their groups)."""
+        self.injections = sorted(injections, key=lambda i: (i.at_ms, i.group, i.fault))
+        self._pending = list(self.injections)
+        self.t = 0
+        self.ticks = 0
+
+    def step(self) -> None:
+        """Advance every group by one tick, starting the injections that are due first."""
+        t = self.t
+        while self._pending and self._pending[0].at_ms <= t:
+            inj = self._pending.pop(0)
+            group = self.groups[inj.group]
+            group.t = t
+            group.start_script(self.CATALOGUE[inj.fault].script(group, inj))
+        for group in self.groups.values():
+            group.tick(t)
+        self.ticks += 1
+        self.t += self.options.tick_ms
+
+    def run(
+        self,
+        *,
+        realtime: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> SimSummary:
+        """Run for ``options.duration_ms`` (0 = until ``should_stop``), paced when ``realtime``."""
+        began = clock()
+        duration = self.options.duration_ms
+        while (duration <= 0 or self.t < duration) and not should_stop():
+            if realtime:
+                ahead = self.t / 1000 - (clock() - began)
+                if ahead > 0:
+                    sleep(ahead)
+            self.step()
+        return self.summary()
+
+    def summary(self) -> SimSummary:
+        raise NotImplementedError
+
+    def manifest(self) -> list[dict[str, Any]]:
+        """The injected faults with the alert kind each must produce and what it touched."""
+        return [inj.record(self.options.start_ms, self.CATALOGUE[inj.fault].alert)
+                for inj in self.injections if inj.at_ms < max(self.t, 1)]
