@@ -245,7 +245,8 @@ def test_a_backlog_after_an_outage_raises_no_false_silence() -> None:
 def test_groups_text_round_trips_and_passes_untouched_groups_through() -> None:
     from replimon.streaming.processor import format_groups
 
-    groups = {"g1": ['{"v":1,"a":"x\\ty"}', 123, ""], "db.eu-2:a": ["{}", None, '{"t":{"0":5}}']}
+    groups = {"g1": ['{"v":1,"a":"x\\ty"}', 123, "", "xcom"], "db.eu-2:a": ["{}", None, '{"t":{"0":5}}', "gen"],
+              "g3": ["", None, "", ""]}
     text = format_groups(groups)
     assert parse_groups(text) == groups and format_groups(parse_groups(text)) == text
     assert parse_groups("") == {}
@@ -270,7 +271,7 @@ def test_live_snapshots_come_at_their_cadence_and_the_last_one_is_complete() -> 
     pending = 0
     for bucket in {bucket_of(g, BUCKETS) for g in per_group}:  # a pending snapshot holds the timer
         stored = tester.peekValueState(STATE_NAME, bucket)
-        dues = [kept[3] for kept in parse_groups(stored[0]).values() if len(kept) > 3]
+        dues = [kept[4] for kept in parse_groups(stored[0]).values() if len(kept) > 4]
         pending += len(dues)
         assert not dues or stored[1] <= min(dues) + period
     assert pending  # the last batches were not all snapshot batches
@@ -283,15 +284,15 @@ def test_live_snapshots_come_at_their_cadence_and_the_last_one_is_complete() -> 
     for bucket in {bucket_of(g, BUCKETS) for g in want}:
         stored = tester.peekValueState(STATE_NAME, bucket)
         assert stored is not None
-        assert all(len(kept) == 3 for kept in parse_groups(stored[0]).values())  # nothing pending
+        assert all(len(kept) == 4 for kept in parse_groups(stored[0]).values())  # nothing pending
 
 
 def test_a_pending_snapshot_is_kept_in_the_groups_text() -> None:
-    groups = {"g1": ['{"v":1}', 123, "", 5000], "g2": ["{}", None, ""]}
+    groups = {"g1": ['{"v":1}', 123, "", "xcom", 5000], "g2": ["{}", None, "", "gen"]}
     from replimon.streaming.processor import format_groups
 
     text = format_groups(groups)
-    assert text == 'g1\t123\t\t5000\t{"v":1}\ng2\t\t\t{}'
+    assert text == 'g1\t123\t\txcom\t5000\t{"v":1}\ng2\t\t\tgen\t\t{}'
     assert parse_groups(text) == groups
 
 
