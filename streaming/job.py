@@ -51,7 +51,7 @@ def read_source(spark: Any, settings: Any, *, starting: str = "earliest", ending
 
 def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: str = "pandas",
           initial: Any = None, floors: dict[str, dict[str, int]] | None = None,
-          only_groups: frozenset[str] | None = None) -> Any:
+          only_groups: frozenset[str] | None = None, migrate_from: str | None = None) -> Any:
     """raw Kafka rows -> one DataFrame of output rows (alerts, group states, dead letters).
 
     One pass: the decode stage packs each Arrow batch into one row per group (and one of dead
@@ -65,7 +65,8 @@ def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: st
     A replay (``replimon.replay``) also passes ``initial``: a DataFrame (bucket, group, state,
     floors) of the checkpoint records it starts from, ``floors``: where a group with no such
     record starts (the window's start offsets), and ``only_groups``: the groups to replay
-    (the others' events are left out when they are packed)."""
+    (the others' events are left out when they are packed). ``migrate_from``: the state name of
+    the shape before, when the checkpoint still holds some (``bucket_state.legacy_in``)."""
     from pyspark.sql import functions as F
 
     limits = Limits.from_settings(settings)
@@ -81,7 +82,8 @@ def build(spark: Any, raw: Any, settings: Any, *, time_mode: str = LIVE, api: st
     # MonitorLogic); a replay snapshots every batch, as it always has.
     snapshot_ms = int(settings.streaming.snapshot_interval_s * 1000)
     options = {"checkpoint_ms": int(settings.streaming.replay_checkpoint_s * 1000), "floors": floors,
-               "snapshot_ms": snapshot_ms if time_mode == LIVE else 0, "pins": settings.family_pins}
+               "snapshot_ms": snapshot_ms if time_mode == LIVE else 0, "pins": settings.family_pins,
+               "migrate_from": migrate_from}
     start = None if initial is None else initial.groupBy("bucket")
     if api == "pandas":
         return grouped.transformWithStateInPandas(

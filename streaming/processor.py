@@ -2,10 +2,11 @@
 
 Spark only carries events to ``replimon.core`` and keeps its state. Groups share state keys:
 each group belongs to one of ``streaming.state_buckets`` buckets (``bucket_of``: CRC-32 of its
-name), and each bucket has one ValueState (``monitor_v5``: its groups' ``to_state()`` JSON and
-next timers, one line a group, the time of the bucket's registered timer, the bucket count, which
-is pinned in the checkpoint, and the input clock of its last batch; the name changes when the
-shape does) and at most one timer.
+name), and each bucket has one ValueState (``monitor_v6``: its groups' ``to_state()`` JSON,
+family and next timers, one line a group, the time of the bucket's registered timer, the bucket
+count, which is pinned in the checkpoint, and the input clock of its last batch; the name changes
+when the shape does: ``bucket_state.py``, which also migrates the shape before) and at most one
+timer.
 
 Input rows are the decode stage's packed rows (``rows.py``): a group and its decoded events
 (topic, partition, offset, event dict), decoded once upstream and unpacked here without parsing
@@ -48,9 +49,19 @@ from typing import Any
 
 from replimon.core import GroupMonitor, clocks
 from replimon.core.alerts import Alert
+from replimon.core.group import conflict_reason
 from replimon.core.limits import Limits
 from replimon.core.rules.family import pinned
 from replimon.streaming import data_loss
+from replimon.streaming.bucket_state import (
+    STATE_NAME,
+    STATE_SCHEMA,
+    Groups,
+    format_groups,
+    migrate_value,
+    parse_groups,
+    snapshot_due,
+)
 from replimon.streaming.rows import (
     ALERT,
     CHECKPOINT,
@@ -60,53 +71,15 @@ from replimon.streaming.rows import (
     OUTPUT_COLUMNS,
     STATE,
     dead_id,
+    dead_rows,
     unpack,
 )
 
-STATE_NAME = "monitor_v5"
-STATE_SCHEMA = "groups STRING, timer LONG, buckets INT, clock_batch LONG, clock LONG"
 INPUT_COLUMNS = ("bucket", "group", "items")
 LIVE, REPLAY = "ProcessingTime", "EventTime"
 DEFAULT_BUCKETS = 64
 # The live job's snapshot cadence when the settings name none (MonitorLogic, ``snapshot_ms``).
 DEFAULT_SNAPSHOT_MS = 5_000
-
-# A bucket's groups as kept in its state: name -> [the core's to_state() as JSON text ("" for a
-# group that has no state yet), its next_timer(), its floors]. Floors (replay only, else ""): JSON
-# {topic: {partition: offset}} below which the group's events are already in its state (a replay
-# that starts from a checkpoint record; docs/replay.md). Stored as one line a group,
-# "name<TAB>next<TAB>floors<TAB>json" (JSON text has no raw tab or newline, nor have group ids): a
-# batch parses and re-serialises only the groups it touches, the others' text passes through.
-# Live, with a snapshot cadence, a group whose latest changes have not been snapshotted yet has a
-# fourth item, the processing time its snapshot is due at, stored as
-# "name<TAB>next<TAB>floors<TAB>due<TAB>json"; a line without it (as every line was before the
-# cadence) reads as "snapshot current", so older checkpoints load unchanged.
-Groups = dict[str, list[Any]]
-
-
-def parse_groups(text: str) -> Groups:
-    groups: Groups = {}
-    for line in text.split("\n") if text else ():
-        name, when, floors, kept = line.split("\t", 3)
-        if "\t" in kept:  # "snapshot due<TAB>json": JSON text never holds a raw tab
-            snap, kept = kept.split("\t", 1)
-            groups[name] = [kept, int(when) if when else None, floors, int(snap)]
-        else:
-            groups[name] = [kept, int(when) if when else None, floors]
-    return groups
-
-
-def format_groups(groups: Groups) -> str:
-    return "\n".join(
-        f"{name}\t{'' if g[1] is None else g[1]}\t{g[2]}\t"
-        + (f"{g[3]}\t{g[0]}" if len(g) > 3 and g[3] is not None else g[0])
-        for name, g in groups.items())
-
-
-def snapshot_due(kept: list[Any]) -> int | None:
-    """When a group's pending snapshot is due (processing time), or None: its last one is current."""
-    return kept[3] if len(kept) > 3 else None
-
 
 # Monitors kept alive in this Python worker between micro-batches, by (limits, group): the state
 # text last saved for the group and the monitor it was saved from. A batch whose stored text is
@@ -140,13 +113,18 @@ def _order(item: Item) -> tuple[Any, ...]:
     return (e["ts_ms"], e["node"], e["incarnation"], e["seq"], item[0], item[1], item[2])
 
 
-def dead_rows(packs: Iterable[bytes]) -> list[tuple[Any, ...]]:
-    """Dead letters as output rows (``rows.py``): where they were read, the reason, the raw bytes."""
-    out: list[tuple[Any, ...]] = []
-    for data in packs:
-        for topic, partition, offset, raw, reason, kafka_ts in unpack(data):
-            out.append((DEAD, None, dead_id(topic, partition, offset), None, kafka_ts, reason, raw))
-    return out
+def conflict_row(gm: GroupMonitor, item: Item, read: list[Item]) -> tuple[Any, ...]:
+    """The dead letter of an event of another family than its group's (``check`` counts it as a
+    bad line with the same reason). Its id is where it was read, so a retried batch gives the
+    same one. The monitor holds the record's event, not its bytes: ``raw`` is that JSON object
+    re-encoded as the publisher encodes it (compact, keys in the order sent; byte for byte the
+    record for ``NodePublisher``), as read (``read``: before a far-ahead clock was restamped), and
+    its time is the event's ``ts_ms`` (the record's Kafka timestamp is not carried this far)."""
+    topic, partition, offset, ev = item
+    where = item[:3]
+    ev = next((i[3] for i in read if i[:3] == where), ev)
+    reason = conflict_reason(gm.group, gm.family.name)
+    return (DEAD, None, dead_id(topic, partition, offset), None, ev["ts_ms"], reason, _dumps(ev).encode())
 
 
 class MonitorLogic:
@@ -166,8 +144,13 @@ class MonitorLogic:
 
     def __init__(self, limits: Limits, time_mode: str = LIVE, buckets: int = DEFAULT_BUCKETS,
                  checkpoint_ms: int = 0, floors: dict[str, dict[str, int]] | None = None,
-                 snapshot_ms: int = 0, pins: tuple[tuple[str, str], ...] = ()) -> None:
+                 snapshot_ms: int = 0, pins: tuple[tuple[str, str], ...] = (),
+                 migrate_from: str | None = None) -> None:
         self.limits = limits
+        # The state of the shape before (``bucket_state.py``), while the checkpoint still has some:
+        # a bucket found empty is looked up there once, migrated and written back.
+        self.migrate_from = migrate_from
+        self.legacy: Any = None  # its ValueState, set in ``init``
         self.pins = pins  # families: group id or glob -> family (else its first event's family)
         self.time_mode = time_mode
         self.buckets = buckets
@@ -184,7 +167,7 @@ class MonitorLogic:
     def load(self, state: Any) -> tuple[Groups, int | None, tuple[int, int] | None]:
         """The bucket's groups, its registered timer and the input clock of the batch that last
         brought rows (``(processing time, latest event time read)``): one state call."""
-        value = state.get()
+        value = self.read(state)
         if value is None or not value[0]:
             return {}, None, None
         if value[2] != self.buckets:
@@ -194,6 +177,19 @@ class MonitorLogic:
                 "checkpoint)")
         clock = None if value[3] is None or value[4] is None else (value[3], value[4])
         return parse_groups(value[0]), value[1], clock
+
+    def read(self, state: Any) -> Any:
+        """The bucket's stored value; a bucket that still is in the state of the shape before is
+        migrated (``bucket_state.migrate_value``) and written in today's at once (so whatever the
+        batch does next, nothing of it is left behind), and the old value cleared."""
+        value = state.get()
+        if value is None and self.legacy is not None:
+            old = self.legacy.get()
+            if old is not None:
+                value = migrate_value(old)
+                state.update(value)
+                self.legacy.clear()
+        return value
 
     def save(self, state: Any, groups: Groups, timer: int | None, clock: tuple[int, int] | None) -> None:
         state.update((format_groups(groups), timer, self.buckets, *(clock or (None, None))))
@@ -211,7 +207,7 @@ class MonitorLogic:
     def monitor(self, groups: Groups, name: str) -> GroupMonitor:
         kept = groups.get(name)
         if kept is None:
-            groups[name] = ["", None, self.new_floors]
+            groups[name] = ["", None, self.new_floors, ""]
             return GroupMonitor(name, self.limits, pinned(name, self.pins))
         if not kept[0]:
             return GroupMonitor(name, self.limits, pinned(name, self.pins))
@@ -224,14 +220,14 @@ class MonitorLogic:
         """Save ``gm`` into ``groups`` (its snapshot due, if any, is dropped: see ``settle``)."""
         kept = groups.get(gm.group)
         text = _dumps(gm.to_state())
-        groups[gm.group] = [text, gm.next_timer(), kept[2] if kept else ""]
+        groups[gm.group] = [text, gm.next_timer(), kept[2] if kept else "", gm.family.name]
         _remember(self.limits, text, gm)
 
     def settle(self, groups: Groups, gm: GroupMonitor, now: int, due: int | None, emit: bool) -> None:
         """After ``keep``: a group snapshotted now has none due; one with changes not snapshotted
         keeps its due time, or gets the next multiple of ``snapshot_ms`` after ``now``."""
         kept = groups[gm.group]
-        del kept[3:]
+        del kept[4:]
         if not emit:
             kept.append(due if due is not None else (now // self.snapshot_ms + 1) * self.snapshot_ms)
 
@@ -244,9 +240,12 @@ class MonitorLogic:
         return p > 0 and after >= 0 and (before < 0 or after // p > before // p)
 
     # -- the core ---------------------------------------------------------------------------------
-    def feed(self, gm: GroupMonitor, packs: Iterable[bytes], now: int, floors: str = "") -> list[Alert]:
+    def feed(self, gm: GroupMonitor, packs: Iterable[bytes], now: int, floors: str = "",
+             dead: list[tuple[Any, ...]] | None = None) -> list[Alert]:
         """``packs``: the group's packed events; with ``floors``, the events below them are already
-        in the group's state and skipped."""
+        in the group's state and skipped. An event of another family than the group's is left out
+        by the core (FAMILY_CONFLICT) and, with ``dead``, becomes a dead letter there
+        (``conflict_row``)."""
         items: list[Item] = []
         for data in packs:
             items.extend(unpack(data))
@@ -255,10 +254,13 @@ class MonitorLogic:
             items = [i for i in items if i[2] >= below.get(i[0], {}).get(str(i[1]), 0)]
         live_now = now if self.time_mode == LIVE else None
         # A clock far ahead drives no timer (docs/operations.md, "Clocks"): restamped first.
+        read = items
         items, out = clocks.screen(gm, items, self.limits.clock_skew_ms, live_now)
         items.sort(key=_order)
-        on_event, clock = gm.on_event, gm.clock
+        on_event, clock, belongs = gm.on_event, gm.clock, gm.belongs
         for topic, partition, offset, e in items:
+            if dead is not None and not belongs(e["type"]):
+                dead.append(conflict_row(gm, (topic, partition, offset, e), read))
             ts = e["ts_ms"]
             if ts > clock:
                 # The group's own event time is an outside clock too, as in ``Monitor.process``:
@@ -326,7 +328,7 @@ class MonitorLogic:
             fresh = not groups.get(name, ("",))[0]
             gm = self.monitor(groups, name)
             before = gm.clock
-            out_alerts = self.feed(gm, by_group[name], now, groups[name][2])
+            out_alerts = self.feed(gm, by_group[name], now, groups[name][2], out)
             read = max(read, gm.clock)
             gms.append((gm, out_alerts, before, fresh))
         clock = (now, read) if read >= 0 else None
@@ -351,7 +353,7 @@ class MonitorLogic:
         groups and the timer are unchanged (their text is not even parsed). Only a bucket whose
         timer fires in this batch needs it (``outside`` ignores a clock of another batch), so the
         others cost a read and no write."""
-        value = state.get()
+        value = self.read(state)
         if value is None or not value[0]:
             return []  # no group yet: no timer to judge
         if value[2] != self.buckets:
@@ -367,9 +369,9 @@ class MonitorLogic:
         for name, kept, floors in rows:
             if kept:
                 gm = GroupMonitor.from_state(json.loads(kept), self.limits)
-                groups[name] = [kept, gm.next_timer(), floors]
+                groups[name] = [kept, gm.next_timer(), floors, gm.family.name]
             else:
-                groups[name] = ["", None, floors]
+                groups[name] = ["", None, floors, ""]
         timer = self.arm(handle, groups, now, timer)
         self.save(state, groups, timer, clock)
 
@@ -421,6 +423,8 @@ class _Common:
     def init(self, handle: Any) -> None:
         self.handle = handle
         self.state = handle.getValueState(STATE_NAME, STATE_SCHEMA)
+        if self.logic.migrate_from:
+            self.logic.legacy = handle.getValueState(self.logic.migrate_from, STATE_SCHEMA)
 
     def _on_rows(self, key: Any, rows: list[tuple[str, bytes]], timer_values: Any) -> list[tuple[Any, ...]]:
         if key[0] == DEAD_BUCKET:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import pickle
 import zlib
+from collections.abc import Iterable
 from typing import Any
 
 # -- packed rows ------------------------------------------------------------------------------------
@@ -78,6 +79,17 @@ ALERT, STATE, CHECKPOINT, DEAD = "alert", "state", "checkpoint", "dead"
 def dead_id(topic: str, partition: int, offset: int) -> str:
     """A dead letter's ``id`` (and its Kafka key): where the record was read."""
     return f"{topic}:{partition}:{offset}"
+
+
+def dead_rows(packs: Iterable[bytes]) -> list[tuple[Any, ...]]:
+    """The decode stage's dead letters as output rows: where they were read, the reason, the raw
+    bytes. (The monitor adds one for an event of another family than its group's:
+    ``processor.conflict_row``.)"""
+    out: list[tuple[Any, ...]] = []
+    for data in packs:
+        for topic, partition, offset, raw, reason, kafka_ts in unpack(data):
+            out.append((DEAD, None, dead_id(topic, partition, offset), None, kafka_ts, reason, raw))
+    return out
 
 
 def dead_where(dead_letter_id: str) -> tuple[str, int, int]:

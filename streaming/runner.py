@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from replimon.kafka import offsets_total
+from replimon.streaming.bucket_state import legacy_in
 from replimon.streaming.checkpoint import Checkpoint
 from replimon.streaming.job import QUERY_NAME, build, read_source
 from replimon.streaming.processor import LIVE, REPLAY
@@ -91,8 +92,10 @@ def start_query(spark: Any, settings: Any, *, run_id: str = "live", time_mode: s
     ``build_options`` go to ``build`` (a replay's initial state, floors, groups), and
     ``window_start_ms`` to the writer."""
     raw = read_source(spark, settings, starting=starting, ending=ending, max_offsets=max_offsets)
-    out = build(spark, raw, settings, time_mode=time_mode, api=api, **build_options)
     ckpt = Path(checkpoint) if checkpoint else Path(settings.paths.checkpoint_dir) / run_id
+    # A checkpoint of the state's shape before is migrated as its buckets are read (bucket_state.py).
+    out = build(spark, raw, settings, time_mode=time_mode, api=api,
+                migrate_from=legacy_in(spark, str(ckpt)), **build_options)
     writer = make_writer(settings, run_id, Checkpoint(str(ckpt)), pg=pg, kafka_out=kafka_out,
                          observers=observers or (), window_start_ms=window_start_ms)
     ckpt.mkdir(parents=True, exist_ok=True)

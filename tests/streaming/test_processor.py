@@ -245,7 +245,8 @@ def test_a_backlog_after_an_outage_raises_no_false_silence() -> None:
 def test_groups_text_round_trips_and_passes_untouched_groups_through() -> None:
     from replimon.streaming.processor import format_groups
 
-    groups = {"g1": ['{"v":1,"a":"x\\ty"}', 123, ""], "db.eu-2:a": ["{}", None, '{"t":{"0":5}}']}
+    groups = {"g1": ['{"v":1,"a":"x\\ty"}', 123, "", "xcom"], "db.eu-2:a": ["{}", None, '{"t":{"0":5}}', "gen"],
+              "g3": ["", None, "", ""]}
     text = format_groups(groups)
     assert parse_groups(text) == groups and format_groups(parse_groups(text)) == text
     assert parse_groups("") == {}
@@ -270,7 +271,7 @@ def test_live_snapshots_come_at_their_cadence_and_the_last_one_is_complete() -> 
     pending = 0
     for bucket in {bucket_of(g, BUCKETS) for g in per_group}:  # a pending snapshot holds the timer
         stored = tester.peekValueState(STATE_NAME, bucket)
-        dues = [kept[3] for kept in parse_groups(stored[0]).values() if len(kept) > 3]
+        dues = [kept[4] for kept in parse_groups(stored[0]).values() if len(kept) > 4]
         pending += len(dues)
         assert not dues or stored[1] <= min(dues) + period
     assert pending  # the last batches were not all snapshot batches
@@ -283,15 +284,15 @@ def test_live_snapshots_come_at_their_cadence_and_the_last_one_is_complete() -> 
     for bucket in {bucket_of(g, BUCKETS) for g in want}:
         stored = tester.peekValueState(STATE_NAME, bucket)
         assert stored is not None
-        assert all(len(kept) == 3 for kept in parse_groups(stored[0]).values())  # nothing pending
+        assert all(len(kept) == 4 for kept in parse_groups(stored[0]).values())  # nothing pending
 
 
 def test_a_pending_snapshot_is_kept_in_the_groups_text() -> None:
-    groups = {"g1": ['{"v":1}', 123, "", 5000], "g2": ["{}", None, ""]}
+    groups = {"g1": ['{"v":1}', 123, "", "xcom", 5000], "g2": ["{}", None, "", "gen"]}
     from replimon.streaming.processor import format_groups
 
     text = format_groups(groups)
-    assert text == 'g1\t123\t\t5000\t{"v":1}\ng2\t\t\t{}'
+    assert text == 'g1\t123\t\txcom\t5000\t{"v":1}\ng2\t\t\tgen\t\t{}'
     assert parse_groups(text) == groups
 
 
@@ -351,3 +352,50 @@ def test_one_node_ten_years_ahead_live_and_replayed_is_one_clock_skew(mode: str)
     want[("g2", "CLOCK_SKEW", "firing")] = 1
     assert kinds(skewed) == want
     assert max(a["event_ts_ms"] for a in skewed) < end + 60_000
+
+
+def test_an_event_of_another_family_is_a_dead_letter_with_checks_reason() -> None:
+    """gen events into the XCom group g1: each is left out, FAMILY_CONFLICT is raised once (as the
+    core does), and each becomes a dead letter where it was read with the reason ``replimon
+    check`` gives, its event re-encoded as the publisher sent it; a retried batch gives the same."""
+    from replimon.producers.publisher import encode_event
+    from replimon.producers.simulator_gen import SimOptions as GenOptions
+    from replimon.producers.simulator_gen import Simulator as GenSimulator
+
+    xcom = simulate(20, groups=1, seed=2)
+    gen: list[dict[str, Any]] = []
+    GenSimulator(GenOptions(groups=1, nodes=3, seed=3, duration_ms=5_000), [], gen.append).run()
+    shift = xcom[60]["ts_ms"] - gen[0]["ts_ms"]
+    mixed = sorted(xcom + [{**e, "group": "g1", "ts_ms": e["ts_ms"] + shift} for e in gen[:8]],
+                   key=lambda e: e["ts_ms"])
+    check = Monitor()
+    reasons: dict[int, str] = {}
+    expected = set()
+    for i, ev in enumerate(mixed):  # as replimon check does
+        if (reason := check.conflict(ev)) is not None:
+            reasons[i] = reason
+        expected |= {(a.alert_id, a.status) for a in check.process(ev)}
+    assert len(reasons) == 8 and set(reasons.values()) == {"family conflict: group g1 is xcom"}
+
+    tester = TwsTester(row_processor(Limits(), LIVE, BUCKETS), timeMode="ProcessingTime")
+    rows = drive(tester, mixed)
+    assert alert_keys(rows) == expected
+    assert sum(1 for r in rows if r.out == "alert" and json.loads(r.payload)["kind"] == "FAMILY_CONFLICT") == 1
+    dead = {r.id: r for r in rows if r.out == "dead"}
+    assert set(dead) == {f"replica.{mixed[i]['type']}:0:{i}" for i in reasons}
+    for i, reason in reasons.items():
+        d = dead[f"replica.{mixed[i]['type']}:0:{i}"]
+        assert (d.payload, d.raw, d.ts_ms, d.group_id) == (reason, encode_event(mixed[i]), mixed[i]["ts_ms"], None)
+
+    # A retried batch (the same rows from the same state) gives the same dead letters.
+    first = min(reasons)
+    batch = [(i, ev) for i, ev in enumerate(mixed) if ev["ts_ms"] // 1000 == mixed[first]["ts_ms"] // 1000]
+    again = TwsTester(row_processor(Limits(), LIVE, BUCKETS), timeMode="ProcessingTime")
+    drive(again, [ev for ev in mixed if ev["ts_ms"] < batch[0][1]["ts_ms"]])
+    bucket = bucket_of("g1", BUCKETS)
+    saved = again.peekValueState(STATE_NAME, bucket)
+    ids = []
+    for _ in range(2):
+        again.updateValueState(STATE_NAME, bucket, saved)
+        ids.append(sorted(r.id for r in again.test(bucket, packs_of(batch)) if r.out == "dead"))
+    assert ids[0] and ids[0] == ids[1] and set(ids[0]) <= set(dead)
