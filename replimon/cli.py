@@ -155,25 +155,25 @@ def db() -> None:
 @app.command()
 def demo(
     duration: Annotated[str, typer.Option(help="how long to run, e.g. 2m; 0 = until Ctrl-C")] = "0",
-    groups: Annotated[int, typer.Option(min=1, help="groups in the demo fleet")] = 6,
+    groups: Annotated[int, typer.Option(min=1, help="XCom groups in the demo fleet (g1, g2, ...)")] = 6,
     nodes: Annotated[int, typer.Option(min=1, max=9, help="nodes per group")] = 3,
-    inject: Annotated[list[str] | None, typer.Option("--inject", "-i", help="faults to inject (default: a few)")] = None,
+    inject: Annotated[list[str] | None, typer.Option("--inject", "-i", help="faults to inject, of either family's catalogue (default: a few of each)")] = None,
     plain: Annotated[bool, typer.Option("--plain", help="print a line every few seconds instead of a live table")] = False,
     job: Annotated[bool, typer.Option("--job/--no-job", help="run the Spark monitoring job (default) or only publish")] = True,
+    families: Annotated[str, typer.Option(help="the fleet's protocol families, comma-separated: xcom, gen")] = "xcom,gen",
+    gen_groups: Annotated[int, typer.Option(min=1, help="generations groups in the demo fleet (pg1, pg2, ...)")] = 3,
 ) -> None:
-    """The embedded default: broker, PostgreSQL, the simulator, the Spark job and a live view."""
-    from replimon.demo import DEFAULT_FAULTS, run_demo
-    from replimon.producers.simulator import parse_duration_ms, parse_injection
+    """The embedded default: broker, PostgreSQL, a mixed fleet (XCom and generations groups), the
+    Spark job and a live view."""
+    from replimon.demo import plan_demo, run_demo
 
+    settings = state.settings()
     try:
-        duration_ms = parse_duration_ms(duration)
-        injections = [parse_injection(t) for t in (inject if inject is not None else DEFAULT_FAULTS)]
+        plan = plan_demo(settings, families=families, groups=groups, gen_groups=gen_groups, nodes=nodes,
+                         duration=duration, inject=inject)
     except ValueError as exc:
         raise fail(f"demo: {exc}") from None
-    if inject is not None:  # the default faults are spread over a long demo; a short one keeps the early ones
-        inside_run("demo", injections, duration_ms, duration)
-    run_demo(state.settings(), groups=groups, nodes=nodes, duration_ms=duration_ms, injections=injections,
-             plain=plain, with_job=job)
+    run_demo(settings, plan, plain=plain, with_job=job)
 
 
 # ------------------------------------------------------------------------------ utilities

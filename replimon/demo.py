@@ -10,6 +10,7 @@ stops the job, and stops everything.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console, Group
@@ -18,16 +19,42 @@ from rich.table import Table
 from rich.text import Text
 
 from replimon.config import Settings
-from replimon.producers.simulator import Injection, SimOptions, Simulator
-from replimon.producers.simulator.group import GroupSim
+from replimon.demo_fleet import DemoFleet, FleetChoice, Injection, parse_families, parse_injection
+from replimon.producers.simulator import parse_duration_ms
 
-DEFAULT_FAULTS = [
-    "beyond_horizon:g2@20s",
-    "node_silent:g3@35s",
-    "eh_out_of_domain:g4@50s",
-    "horizon_wedge:g5@70s",
-    "divergent_decision:g6@90s",
-]
+
+@dataclass(frozen=True)
+class DemoPlan:
+    """What the flags ask for: the fleet, its faults, the run's length (0: until Ctrl-C)."""
+
+    choice: FleetChoice
+    injections: list[Injection]
+    duration_ms: int
+
+    def fleet(self, settings: Settings, start_ms: int) -> DemoFleet:
+        """The simulators, their clocks starting at ``start_ms`` (epoch ms)."""
+        return DemoFleet(settings, self.choice, self.injections, start_ms=start_ms,
+                         duration_ms=self.duration_ms)
+
+
+def plan_demo(settings: Settings, *, families: str, groups: int, gen_groups: int, nodes: int,
+              duration: str, inject: list[str] | None) -> DemoPlan:
+    """The demo the flags ask for; ValueError (one line) for a bad flag: an unknown family, fault
+    or group, a fault at or after the end of the run, too few nodes for a family. The fleet is
+    built once here to check it, before anything is started."""
+    duration_ms = parse_duration_ms(duration)
+    choice = FleetChoice(parse_families(families), groups, gen_groups, nodes)
+    if inject is None:  # the defaults are spread over a long demo; a short one keeps the early ones
+        injections = [i for i in choice.default_injections() if duration_ms <= 0 or i.at_ms < duration_ms]
+    else:
+        injections = [parse_injection(t) for t in inject]
+        late = [i for i in injections if duration_ms > 0 and i.at_ms >= duration_ms]
+        if late:
+            raise ValueError(f"--inject {late[0].fault}:{late[0].group}@{late[0].at_ms / 1000:g}s is at or "
+                             f"after the end of the run (--duration {duration}): it would never be injected")
+    plan = DemoPlan(choice, injections, duration_ms)
+    plan.fleet(settings, 0)
+    return plan
 
 
 class MonitorView:
@@ -55,21 +82,60 @@ class MonitorView:
                 self.firing.pop(alert["alert_id"], None)
         del self.alerts[:-12]
 
-    def table(self) -> Table:
-        table = Table(title=f"monitor (Spark job): {self.batches} batches, {self.dead_letters} dead letters")
+    def tables(self) -> list[Table]:
+        """The XCom groups' table, then the generations groups' (each shown only when the job
+        has reported a group of that family)."""
+        xcom = {g: s for g, s in self.snapshots.items() if s.get("family", "xcom") != "gen"}
+        gen = {g: s for g, s in self.snapshots.items() if s.get("family") == "gen"}
+        out = [self.table(xcom)] if xcom or not gen else []
+        if gen:
+            out.append(self.gen_table(gen))
+        return out
+
+    def _firing(self, group: str) -> Text:
+        firing = sorted({a["kind"] for a in self.firing.values() if a["group"] == group})
+        return Text(", ".join(firing), style="bold red" if firing else "")
+
+    def _title(self, what: str) -> str:
+        return f"monitor (Spark job){what}: {self.batches} batches, {self.dead_letters} dead letters"
+
+    def table(self, snapshots: dict[str, dict[str, Any]] | None = None) -> Table:
+        """The XCom groups as the job sees them: membership, frontiers, horizon, window use."""
+        snapshots = self.snapshots if snapshots is None else snapshots
+        table = Table(title=self._title(""))
         for col in ("group", "members", "decided", "executed (majority)", "eh", "eff. horizon", "window", "pending", "firing"):
             table.add_column(col, justify="left" if col in ("group", "firing") else "right")
-        for name in sorted(self.snapshots, key=lambda g: (len(g), g)):
-            snap = self.snapshots[name]
+        for name in sorted(snapshots, key=lambda g: (len(g), g)):
+            snap = snapshots[name]
             active = snap.get("active") or {}
-            firing = sorted({a["kind"] for a in self.firing.values() if a["group"] == name})
             table.add_row(
                 name, str(len(active.get("members", []))), str(snap.get("decided")),
                 str(snap.get("executed_majority", "")), str(active.get("event_horizon", "")),
                 str(snap.get("effective_horizon", "")),
                 "" if snap.get("window_fraction") is None else f"{snap['window_fraction']:.0%}",
-                str(len(snap.get("pending") or [])), Text(", ".join(firing), style="bold red" if firing else ""),
+                str(len(snap.get("pending") or [])), self._firing(name),
             )
+        return table
+
+    def gen_table(self, snapshots: dict[str, dict[str, Any]]) -> Table:
+        """The generations groups as the job sees them (``snapshot()``'s ``config`` and
+        ``nodes``, docs/families.md 5.2): the current generation, its members of the configured
+        nodes (a minority generation flagged), the open election, each node's status in its
+        generation and its node_status."""
+        table = Table(title=self._title(", generations"))
+        for col in ("group", "family", "gen", "members", "election", "nodes", "firing"):
+            table.add_column(col, justify="right" if col in ("gen", "election") else "left")
+        for name in sorted(snapshots, key=lambda g: (len(g), g)):
+            snap = snapshots[name]
+            config = snap.get("config") or {}
+            members, configured = config.get("members") or [], config.get("configured") or []
+            size = f"{len(members)}/{len(configured)}" if config else ""
+            if config.get("minority"):
+                size += " minority"
+            election = config.get("election")
+            nodes = "\n".join(_gen_node(node, n) for node, n in sorted((snap.get("nodes") or {}).items()))
+            table.add_row(name, str(snap.get("family")), str(config.get("num", "")), size,
+                          "" if election is None else str(election), nodes, self._firing(name))
         return table
 
     def recent(self) -> Table:
@@ -86,78 +152,48 @@ class MonitorView:
         return table
 
 
-def fleet_table(sim: Simulator, injections: list[Injection]) -> Table:
-    """One row per group: membership, frontiers, horizon, window use, injected faults."""
-    table = Table(title=f"replimon demo fleet, t = {sim.t / 1000:.0f} s", expand=False)
-    for col in ("group", "members", "decided", "executed", "eh", "eff. horizon", "window", "pending", "events", "faults"):
-        table.add_column(col, justify="right" if col not in ("group", "faults") else "left")
-    faults: dict[str, list[str]] = {}
-    for inj in injections:
-        state = "pending" if inj.at_ms > sim.t else "injected"
-        faults.setdefault(inj.group, []).append(f"{inj.fault}@{inj.at_ms // 1000}s {state}")
-    for name, g in sim.groups.items():
-        table.add_row(*group_row(g), "\n".join(faults.get(name, [])))
-    return table
-
-
-def group_row(g: GroupSim) -> list[str]:
-    running = [n for n in g.members() if n.up(g.t)]
-    latest = g.cmap.latest()
-    old = sum(1 for _, p in latest.members if p < g.rules.min_protocol_for_eh)
-    executed = [n.executed for n in running] or [0]
-    active = g.cmap.active(g.decided + 1)
-    horizon = g.bound(g.primary())
-    window = (g.decided - min(executed)) / active.event_horizon if active.event_horizon else 0.0
-    return [
-        g.name,
-        f"{len(running)}/{len(latest.members)}" + (f" ({old} old)" if old else ""),
-        str(g.decided),
-        f"{min(executed)}..{max(executed)}",
-        str(active.event_horizon),
-        str(horizon),
-        f"{window:.0%}",
-        str(len(g.cmap.pending(g.decided))),
-        str(g.events),
-    ]
+def _gen_node(node: str, n: dict[str, Any]) -> str:
+    """``n2 RECOVERY (recovery) gen 7``; a node not configured in the current generation says so,
+    a silent one too."""
+    text = f"{node} {n.get('status') or '-'} ({n.get('node_status') or '-'}) gen {n.get('gen')}"
+    if not n.get("member"):
+        text += " not configured"
+    if n.get("silent"):
+        text += " silent"
+    return text
 
 
 def run_demo(
     settings: Settings,
+    plan: DemoPlan,
     *,
-    groups: int,
-    nodes: int,
-    duration_ms: int,
-    injections: list[Injection],
     plain: bool = False,
     console: Console | None = None,
     with_job: bool = True,
 ) -> dict[str, Any]:
-    """Run the demo until Ctrl-C or ``duration_ms`` (0 = forever); return the final counts."""
+    """Run the demo until Ctrl-C or ``plan.duration_ms`` (0 = forever); return the final counts."""
     from replimon.embedded import EmbeddedStack
     from replimon.producers.publisher import Publisher
 
     console = console or Console()
-    injections = [i for i in injections if int(i.group.removeprefix("g") or 0) <= groups]
+    duration_ms = plan.duration_ms
     console.print("starting the embedded broker and PostgreSQL ...")
     with EmbeddedStack(list(settings.kafka.topics.all), settings.kafka.partitions) as stack:
         console.print(f"broker  {stack.bootstrap_servers}\npostgres {stack.dsn}")
-        options = SimOptions.from_settings(
-            settings, groups=groups, nodes=nodes, duration_ms=duration_ms,
-            start_ms=int(time.time() * 1000),
-        )
         publisher = Publisher.from_settings(settings, bootstrap_servers=stack.bootstrap_servers)
-        sim = Simulator(options, injections, publisher.send)
+        fleet = plan.fleet(settings, int(time.time() * 1000))
+        fleet.attach(publisher.send)
         view = MonitorView()
         job = start_job(settings, stack, view, console) if with_job else None
         began = time.monotonic()
         last_draw = 0.0
         try:
             with Live(console=console, auto_refresh=False, transient=False) as live:
-                while duration_ms <= 0 or sim.t < duration_ms:
-                    ahead = sim.t / 1000 - (time.monotonic() - began)
+                while duration_ms <= 0 or fleet.t < duration_ms:
+                    ahead = fleet.t / 1000 - (time.monotonic() - began)
                     if ahead > 0:
                         time.sleep(ahead)
-                    sim.step()
+                    fleet.step()
                     publisher.poll(0)
                     now = time.monotonic()
                     if now - last_draw >= (3.0 if plain else 0.5):
@@ -170,12 +206,12 @@ def run_demo(
                         )
                         if plain:
                             firing = sorted(f"{a['group']}:{a['kind']}" for a in view.firing.values())
-                            console.print(f"t={sim.t // 1000}s events={sim.summary().events} delivered={stats.delivered} "
+                            console.print(f"t={fleet.t // 1000}s events={fleet.events} delivered={stats.delivered} "
                                           f"batches={view.batches} firing={firing}")
                         else:
-                            parts = [fleet_table(sim, injections)]
+                            parts: list[Any] = fleet.tables()
                             if job is not None:
-                                parts += [view.table(), view.recent()]
+                                parts += [*view.tables(), view.recent()]
                             live.update(Group(*parts, footer), refresh=True)
         except KeyboardInterrupt:
             console.print("stopping ...")
@@ -184,13 +220,13 @@ def run_demo(
         remaining = publisher.flush(30)
         stats = publisher.stats()
         publisher.close()
-        summary = sim.summary()
+        events = fleet.events
         console.print(
-            f"simulated {summary.duration_ms / 1000:.0f} s: {summary.events} events, "
+            f"simulated {fleet.t / 1000:.0f} s: {events} events, "
             f"{stats.delivered} delivered, {stats.failed} failed, {remaining} undelivered"
         )
     console.print("broker and PostgreSQL stopped")
-    return {"events": summary.events, "delivered": stats.delivered, "failed": stats.failed,
+    return {"events": events, "delivered": stats.delivered, "failed": stats.failed,
             "alerts": list(view.alerts), "batches": view.batches}
 
 

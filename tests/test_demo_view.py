@@ -1,11 +1,15 @@
 """The demo's live view of the job (``replimon.demo.MonitorView``): alert messages are shown
-whole, wrapped to the terminal, and info alerts (events) are never listed as firing."""
+whole, wrapped to the terminal, and info alerts (events) are never listed as firing; each
+family's groups in their own table (a generations group with its generation, members, election
+and node statuses; XCom's table as it was); the default demo is a mixed fleet, and bad fleet
+flags fail in one line."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from replimon.demo import MonitorView
@@ -35,3 +39,120 @@ def test_recent_alerts_wrap_their_whole_message_and_skip_info_events() -> None:
     cells = [line.rsplit("│", 2)[-2].strip() for line in lines if line.count("│") >= 8]
     assert "".join(c for c in cells if c != "message").replace(" ", "") == message.replace(" ", "")
     assert len(cells) > 3  # wrapped over several lines, not cut
+
+
+# -- the mixed fleet: each family's groups with their own configuration ---------------------------
+def _render(table: Any) -> str:
+    console = Console(width=200, record=True, color_system=None)
+    console.print(table)
+    return console.export_text()
+
+
+def _rows(text: str) -> list[list[str]]:
+    return [[c.strip() for c in line.split("│")[1:-1]] for line in text.splitlines() if line.startswith("│")]
+
+
+XCOM_SNAPSHOT = {"group": "g2", "family": "xcom", "decided": 2013, "executed_majority": 2010,
+                 "effective_horizon": 2023, "window_fraction": 0.3, "pending": [{"start": 2100}],
+                 "active": {"start": 0, "event_horizon": 10, "members": [{"id": "n1"}, {"id": "n2"}]},
+                 "config": {"active": {}, "pending": [], "effective_horizon": 2023, "window_use": 0.3},
+                 "config_version": 0, "nodes": {}}
+GEN_SNAPSHOT = {"group": "pg1", "family": "gen", "decided": -1, "config_version": 7,
+                "config": {"num": 7, "members": ["n1"], "configured": ["n1", "n2", "n3"],
+                           "minority": True, "election": 8},
+                "nodes": {
+                    "n1": {"member": True, "status": "ONLINE", "node_status": "online", "gen": 7,
+                           "silent": False},
+                    "n2": {"member": True, "status": "RECOVERY", "node_status": "recovery", "gen": 7,
+                           "silent": False},
+                    "n3": {"member": True, "status": "DEAD", "node_status": "disabled", "gen": 6,
+                           "silent": True}}}
+
+
+def test_a_generations_group_shows_its_generation_members_election_and_node_statuses() -> None:
+    view = MonitorView()
+    gen_alert = {**_alert("GEN_NO_ONLINE", "critical", "liveness", "no node online"), "group": "pg1"}
+    view(SimpleNamespace(dead_letters=[], snapshots=[XCOM_SNAPSHOT, GEN_SNAPSHOT], alerts=[gen_alert]))
+    xcom_table, gen_table = view.tables()
+    rows = _rows(_render(gen_table))
+    assert rows[0] == ["pg1", "gen", "7", "1/3 minority", "8", "n1 ONLINE (online) gen 7", "GEN_NO_ONLINE"]
+    assert [r[5] for r in rows[1:]] == ["n2 RECOVERY (recovery) gen 7", "n3 DEAD (disabled) gen 6 silent"]
+    assert "pg1" not in _render(xcom_table)  # each group in its own family's table
+
+
+def test_the_xcom_table_is_unchanged_beside_generations_groups() -> None:
+    alone, mixed = MonitorView(), MonitorView()
+    alert = _alert("BEYOND_HORIZON", "critical", "violation", "beyond")
+    alone(SimpleNamespace(dead_letters=[], snapshots=[XCOM_SNAPSHOT], alerts=[{**alert, "group": "g2"}]))
+    mixed(SimpleNamespace(dead_letters=[], snapshots=[XCOM_SNAPSHOT, GEN_SNAPSHOT], alerts=[{**alert, "group": "g2"}]))
+    assert [_render(t) for t in alone.tables()] == [_render(alone.table())]
+    assert _rows(_render(mixed.tables()[0])) == _rows(_render(alone.table())) == [
+        ["g2", "2", "2013", "2010", "10", "2023", "30%", "1", "BEYOND_HORIZON"]]
+    # A snapshot without a family (an older job's) is XCom's.
+    old = MonitorView()
+    old(SimpleNamespace(dead_letters=[], snapshots=[{k: v for k, v in XCOM_SNAPSHOT.items() if k != "family"}],
+                        alerts=[]))
+    assert len(old.tables()) == 1 and _rows(_render(old.tables()[0]))[0][0] == "g2"
+
+
+def _demo_defaults() -> dict[str, Any]:
+    """The demo command's flag defaults, as ``replimon demo`` with no flag gets them."""
+    import typer.main
+
+    from replimon.cli import app
+
+    command = typer.main.get_command(app).commands["demo"]  # type: ignore[attr-defined]
+    return {p.name: p.default for p in command.params}
+
+
+def test_the_default_demo_is_a_mixed_fleet_whose_faults_each_fire_within_two_minutes() -> None:
+    from replimon.config import load_settings
+    from replimon.core import Monitor
+    from replimon.core.limits import Limits
+    from replimon.demo import plan_demo
+
+    d = _demo_defaults()
+    settings = load_settings(None)
+    plan = plan_demo(settings, families=d["families"], groups=d["groups"], gen_groups=d["gen_groups"],
+                     nodes=d["nodes"], duration=d["duration"], inject=d["inject"])
+    assert plan.choice.families == ("xcom", "gen")
+    fleet = plan.fleet(settings, 1_700_000_000_000)
+    assert fleet.group_names == [f"g{i}" for i in range(1, 7)] + ["pg1", "pg2", "pg3"]
+    gen_faults = [i for i in plan.injections if i.group.startswith("pg")]
+    assert len(gen_faults) == 2 and all(i.at_ms <= 90_000 for i in plan.injections)
+    # Through the monitor, every default fault raises its alert in its group by 110 s, and the
+    # families do not meet (no FAMILY_CONFLICT, nothing on the clean groups).
+    monitor = Monitor(Limits.from_settings(settings))
+    raised: set[tuple[str, str]] = set()
+    fleet.attach(lambda e: raised.update((a.group, a.kind) for a in monitor.process(dict(e), {})
+                                         if a.severity != "info"))
+    while fleet.t < 110_000:
+        fleet.step()
+    from replimon.producers.simulator import CATALOGUE as XCOM
+    from replimon.producers.simulator_gen import CATALOGUE as GEN
+
+    want = {(i.group, (GEN if i.group.startswith("pg") else XCOM)[i.fault].alert) for i in plan.injections}
+    assert want <= raised
+    assert {g for g, _ in raised} <= {i.group for i in plan.injections}
+    assert {monitor.groups[g].snapshot()["family"] for g in ("g1", "pg3")} == {"xcom", "gen"}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--families", "xcom,paxos"], "replimon: demo: --families: unknown family 'paxos' (families are xcom, gen)"),
+    (["--families", ","], "replimon: demo: --families: name at least one of xcom, gen"),
+    (["--families", "xcom", "--inject", "gen_regression:pg1@10s"],
+     "replimon: demo: --inject gen_regression: a generations fault, and gen is not in --families"),
+    (["--gen-groups", "2", "--inject", "gen_regression:pg3@10s"],
+     "replimon: demo: fault gen_regression: no group 'pg3' (groups are pg1, pg2)"),
+    (["--duration", "20s", "--inject", "gen_no_online:pg2@30s"],
+     "replimon: demo: --inject gen_no_online:pg2@30s is at or after the end of the run (--duration 20s): "
+     "it would never be injected"),
+])
+def test_bad_fleet_flags_fail_in_one_line_before_anything_starts(args: list[str], message: str) -> None:
+    from typer.testing import CliRunner
+
+    from replimon.cli import app
+
+    result = CliRunner().invoke(app, ["demo", *args])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().replace("\n", " ") == message

@@ -116,7 +116,7 @@ def validate_window(settings: Any, from_ms: int, to_ms: int, *, docs: Path | Non
     from replimon.replay.window import plan_window
 
     started = time.monotonic()
-    types = settings.kafka.topics.input_types
+    types = settings.kafka.topics.input_families
     bootstrap = settings.kafka.bootstrap_servers
     window = plan_window(bootstrap, list(types), from_ms, to_ms)
     spans = {tp: (window.start[tp], window.until[tp]) for tp in window.start

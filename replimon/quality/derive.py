@@ -25,6 +25,9 @@ from replimon.quality.suites import (
     DECISIONS,
     EVENT_TYPE,
     EXECUTIONS,
+    GEN_HEARTBEATS,
+    GEN_STATE,
+    GEN_XACT,
     HEARTBEATS,
     INPUT_SUITES,
     NODES,
@@ -37,7 +40,9 @@ _NUMERIC = {"partition", "offset", "ts_ms", "seq", "incarnation", "instance", "c
             "config_nodes", "executed", "decided", "protocol", "view_members", "start",
             "event_horizon", "members_count", "seq_step", "clock_offset_ms", "event_ts_ms",
             "detected_ts_ms", "clock_ms", "executed_majority",
-            "effective_horizon", "active_start", "pending", "active_configs"}
+            "effective_horizon", "active_start", "pending", "active_configs",
+            "gen_num", "gen_members", "gen_configured", "members_outside", "last_online_in",
+            "last_vote_num", "xgen", "at_num", "xact_sample"}
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,22 @@ def _row(rec: Record, suite: str) -> dict[str, Any]:
         row.update(executed=e.get("executed"), decided=e.get("decided"), protocol=e.get("protocol"),
                    status=e.get("status"), version=e.get("version"),
                    view_members=_opt_len(view.get("members")))
+    elif suite == GEN_STATE:
+        gen = e.get("gen") or {}
+        members, configured = gen.get("members") or [], gen.get("configured") or []
+        row.update(cause=e.get("cause"), status=e.get("status"), gen_num=gen.get("num"),
+                   gen_members=len(members), gen_configured=len(configured),
+                   members_outside=len(set(members) - set(configured)),
+                   last_online_in=e.get("last_online_in"),
+                   last_vote_num=(e.get("last_vote") or {}).get("num"))
+    elif suite == GEN_XACT:
+        at = e.get("at") or {}
+        row.update(gid=e.get("gid"), xgen=e.get("xgen"), phase=e.get("phase"), role=e.get("role"),
+                   mode=e.get("mode"), at_num=at.get("num"), at_status=at.get("status"))
+    elif suite == GEN_HEARTBEATS:
+        row.update(gen_num=e.get("gen_num"), last_online_in=e.get("last_online_in"),
+                   last_vote_num=e.get("last_vote_num"), node_status=e.get("node_status"),
+                   xact_sample=e.get("xact_sample"))
     else:
         row.update(instance=e.get("instance"), outcome=e.get("outcome"), start=e.get("start"),
                    event_horizon=e.get("event_horizon"), members_count=_opt_len(e.get("members")),
@@ -93,8 +114,8 @@ def _frame(rows: list[dict[str, Any]], suite: str) -> pd.DataFrame:
 
 
 def input_frames(records: Iterable[Record]) -> dict[str, pd.DataFrame]:
-    """One frame per input suite (empty suites left out), with ``seq_step`` and, for heartbeats,
-    ``clock_offset_ms``; rows in (source, partition, offset) order."""
+    """One frame per input suite (empty suites left out), with ``seq_step`` and, for both
+    families' heartbeats, ``clock_offset_ms``; rows in (source, partition, offset) order."""
     rows: dict[str, list[dict[str, Any]]] = {s: [] for s in INPUT_SUITES}
     for rec in records:
         suite = SUITE_OF_TYPE.get(str(rec.event.get("type")))
@@ -107,7 +128,7 @@ def input_frames(records: Iterable[Record]) -> dict[str, pd.DataFrame]:
         items.sort(key=lambda r: (r["source"], r["partition"], r["offset"]))
         df = _frame(items, suite)
         df["seq_step"] = seq_steps(df)
-        if suite == HEARTBEATS:
+        if suite in (HEARTBEATS, GEN_HEARTBEATS):
             df["clock_offset_ms"] = clock_offsets(df)
         out[suite] = df
     return out

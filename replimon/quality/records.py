@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,15 +70,18 @@ def group_hash(key: bytes | None, salt: int) -> int:
     return int.from_bytes(digest.digest(), "big")
 
 
-def read_sample(bootstrap: str, spans: Mapping[TP, tuple[int, int]], topic_types: Mapping[str, str],
+def read_sample(bootstrap: str, spans: Mapping[TP, tuple[int, int]],
+                topic_types: Mapping[str, str | Collection[str]],
                 *, limit: int, salt: int, client: Mapping[str, Any] | None = None,
                 timeout_s: float = 60.0, since_ms: int | None = None) -> Sample:
     """Read ``spans`` and keep the contract-valid records of a sample of groups (module
-    docstring) of about ``limit`` records. ``topic_types``: topic -> contract type (a record of
-    another type on a topic is a dead letter, as the job's validator says). ``since_ms``: drop
+    docstring) of about ``limit`` records. ``topic_types``: topic -> the contract type(s) it carries
+    (``Topics.input_families``: every family's type of the topic's role; a record of another type
+    on a topic is a dead letter, as the job's decoder says). ``since_ms``: drop
     events older than this (a replay's window start: records the replay re-reads from before its
     window are not part of it). Gives up after ``timeout_s`` without progress and returns what it
     has (``complete`` False)."""
+    allowed = {t: frozenset((v,) if isinstance(v, str) else v) for t, v in topic_types.items()}
     total = sum(u - f for f, u in spans.values())
     keep_below = _SCALE if total <= limit else min(_SCALE, int(_SCALE * _OVERSAMPLE * limit / total))
     kept: dict[bytes, list[tuple[str, int, int, bytes | None]]] = {}
@@ -118,7 +121,7 @@ def read_sample(bootstrap: str, spans: Mapping[TP, tuple[int, int]], topic_types
         groups += 1
         for topic, partition, offset, value in rows:
             parsed = parse_event(value)
-            if isinstance(parsed, Invalid) or topic_types.get(topic) != parsed.type:
+            if isinstance(parsed, Invalid) or parsed.type not in allowed.get(topic, ()):
                 invalid += 1
                 continue
             if since_ms is not None and parsed.ts_ms < since_ms:

@@ -1,6 +1,7 @@
 """The data-quality suites as code: what each expectation checks, on which columns, and why.
 
-One suite per input topic (contract v1 beyond what the JSON Schema can say) and per output
+One suite per input topic (contract v1 beyond what the JSON Schema can say), one per generations
+event type (``gen.state``, ``gen.xact``, ``gen.heartbeat``: they share the topics) and per output
 (``monitor.alerts``: alert fields complete; ``monitor.state`` and ``monitor.state.nodes``: state
 invariants). Each expectation is a plain Great Expectations 1.x expectation on a column of the
 suite's frame; what GX cannot express directly (a node's seq going backwards, a node's clock
@@ -27,11 +28,17 @@ from replimon.core.alerts import KINDS
 # goes to the suite of its event type, replimon.quality.derive.SUITE_OF_TYPE) and per output ------
 DECISIONS, EXECUTIONS, HEARTBEATS, CONFIG = (
     "replica.decisions", "replica.executions", "replica.heartbeats", "replica.config")
+# The generations family's types share the four topics by role (docs/families.md 1.3), so their
+# suites are named after the type, under the same "replica." prefix as the topics' suites.
+GEN_STATE, GEN_XACT, GEN_HEARTBEATS = "replica.gen.state", "replica.gen.xact", "replica.gen.heartbeat"
 ALERTS, STATE, NODES = "monitor.alerts", "monitor.state", "monitor.state.nodes"
-INPUT_SUITES = (DECISIONS, EXECUTIONS, HEARTBEATS, CONFIG)
+XCOM_SUITES = (DECISIONS, EXECUTIONS, HEARTBEATS, CONFIG)
+GEN_SUITES = (GEN_STATE, GEN_XACT, GEN_HEARTBEATS)
+INPUT_SUITES = XCOM_SUITES + GEN_SUITES
 OUTPUT_SUITES = (ALERTS, STATE, NODES)
 SUITES = INPUT_SUITES + OUTPUT_SUITES
-EVENT_TYPE = {DECISIONS: "decision", EXECUTIONS: "execution", HEARTBEATS: "heartbeat", CONFIG: "config"}
+EVENT_TYPE = {DECISIONS: "decision", EXECUTIONS: "execution", HEARTBEATS: "heartbeat", CONFIG: "config",
+              GEN_STATE: "gen.state", GEN_XACT: "gen.xact", GEN_HEARTBEATS: "gen.heartbeat"}
 
 # An event time before 2000-01-01 is not epoch milliseconds (most likely seconds, or a zero).
 MIN_TS_MS = 946_684_800_000
@@ -43,6 +50,11 @@ REFUSAL_REASONS = ["EVENT_HORIZON_INVALID", "EVENT_HORIZON_UNCHANGEABLE", "OLD_M
 # MySQL server versions as nodes report them ("8.4.3", "8.0.36-commercial").
 VERSION_REGEX = r"^[0-9]+\.[0-9]+\.[0-9]+"
 ALERT_ID_REGEX = r"^[0-9a-f]{20}$"  # replimon.core.alerts.alert_id: blake2b, 10 bytes, hex
+# Generations: a node's status in its generation and its mtm node status (docs/families.md 2.2).
+GEN_STATUSES = ["ONLINE", "RECOVERY", "DEAD"]
+GEN_NODE_STATUSES = ["online", "recovery", "catchup", "disabled", "isolated"]
+XACT_PHASES = ["prepared", "committed", "aborted"]
+XACT_ROLES = ["coordinator", "replica", "resolver"]
 
 # Identifying columns of every input frame (where the record was read, whose it is).
 WHERE = ["source", "partition", "offset"]
@@ -58,6 +70,11 @@ COLUMNS: dict[str, list[str]] = {
                  "view_members", "seq_step", "clock_offset_ms"],
     CONFIG: [*WHERE, *ENVELOPE, "instance", "outcome", "start", "event_horizon", "members_count",
              "reason", "seq_step"],
+    GEN_STATE: [*WHERE, *ENVELOPE, "cause", "status", "gen_num", "gen_members", "gen_configured",
+                "members_outside", "last_online_in", "last_vote_num", "seq_step"],
+    GEN_XACT: [*WHERE, *ENVELOPE, "gid", "xgen", "phase", "role", "mode", "at_num", "at_status", "seq_step"],
+    GEN_HEARTBEATS: [*WHERE, *ENVELOPE, "gen_num", "last_online_in", "last_vote_num", "node_status",
+                     "xact_sample", "seq_step", "clock_offset_ms"],
     ALERTS: ["alert_id", "group", "kind", "severity", "category", "status", "instance", "node",
              "event_ts_ms", "detected_ts_ms", "message", "kind_class"],
     STATE: ["group", "clock_ms", "decided", "executed_majority", "effective_horizon",
@@ -80,6 +97,13 @@ DERIVED: dict[str, str] = {
                     "without a view).",
     "members_count": "config: the number of members of an installed configuration (NULL for "
                      "a refusal).",
+    "gen_num": "generations: gen.num of a gen.state, gen_num of a gen.heartbeat (the node's "
+               "current generation).",
+    "last_vote_num": "generations: last_vote.num of a gen.state, last_vote_num of a gen.heartbeat.",
+    "gen_members": "gen.state: the number of members of the reported generation.",
+    "gen_configured": "gen.state: the number of configured nodes of the reported generation.",
+    "members_outside": "gen.state: how many of the generation's members are not among its "
+                       "configured nodes.",
     "kind_class": "alerts: 'KIND severity category' as the alert carries them.",
     "active_configs": "state: how many configurations of the snapshot (the active one and the "
                       "pending ones) claim the group's next instance (decided + 1): those whose "
@@ -130,6 +154,26 @@ def _envelope(suite: str) -> list[Spec]:
     ]
 
 
+def _clock(suite: str) -> Spec:
+    """Heartbeats of either family: the node's clock against its group's."""
+    return Spec(suite, "expect_column_values_to_be_between",
+                {"column": "clock_offset_ms", "min_value": _p("min_clock_offset_ms"),
+                 "max_value": _p("max_clock_offset_ms")},
+                "A node's clock agrees with its group's within quality.max_clock_skew_s "
+                "(derived column clock_offset_ms).")
+
+
+def _online_in(suite: str) -> Spec:
+    """Generations: the last generation a node was ONLINE in is at most its current one."""
+    return Spec(suite, "expect_column_pair_values_a_to_be_greater_than_b",
+                {"column_A": "gen_num", "column_B": "last_online_in", "or_equal": True,
+                 "ignore_row_if": "either_value_is_missing"},
+                "A node was last ONLINE in its current generation or an earlier one: "
+                "last_online_in <= gen.num (mtm switches generation before it goes ONLINE in it; "
+                "docs/families.md 2.1). A larger last_online_in is a publisher reading the wrong "
+                "field or generation.")
+
+
 def specs() -> dict[str, list[Spec]]:
     """Every suite's expectations, by suite name."""
     triples = sorted(f"{k} {sev} {cat}" for k, (sev, cat) in KINDS.items())
@@ -148,11 +192,7 @@ def specs() -> dict[str, list[Spec]]:
         EXECUTIONS: _envelope(EXECUTIONS),
         HEARTBEATS: [
             *_envelope(HEARTBEATS),
-            Spec(HEARTBEATS, "expect_column_values_to_be_between",
-                 {"column": "clock_offset_ms", "min_value": _p("min_clock_offset_ms"),
-                  "max_value": _p("max_clock_offset_ms")},
-                 "A node's clock agrees with its group's within quality.max_clock_skew_s "
-                 "(derived column clock_offset_ms)."),
+            _clock(HEARTBEATS),
             Spec(HEARTBEATS, "expect_column_pair_values_a_to_be_greater_than_b",
                  {"column_A": "decided", "column_B": "executed", "or_equal": True,
                   "ignore_row_if": "either_value_is_missing"},
@@ -182,6 +222,35 @@ def specs() -> dict[str, list[Spec]]:
                  {"column": "reason", "value_set": REFUSAL_REASONS},
                  "A refusal names one of the three reasons XCom logs; the contract allows free "
                  "text, which usually means an integration that drifted."),
+        ],
+        GEN_STATE: [
+            *_envelope(GEN_STATE),
+            _online_in(GEN_STATE),
+            Spec(GEN_STATE, "expect_column_values_to_be_in_set",
+                 {"column": "status", "value_set": GEN_STATUSES},
+                 "A node's status in its generation is ONLINE, RECOVERY or DEAD (mtm's "
+                 "MtmGetCurrentStatusInGen; docs/families.md 2.2)."),
+            Spec(GEN_STATE, "expect_column_values_to_be_between",
+                 {"column": "members_outside", "min_value": 0, "max_value": 0},
+                 "A generation's members are among its configured nodes (docs/families.md 2.1; "
+                 "derived column members_outside)."),
+        ],
+        GEN_XACT: [
+            *_envelope(GEN_XACT),
+            Spec(GEN_XACT, "expect_column_values_to_be_in_set",
+                 {"column": "phase", "value_set": XACT_PHASES},
+                 "A sampled transaction's step is prepared, committed or aborted."),
+            Spec(GEN_XACT, "expect_column_values_to_be_in_set",
+                 {"column": "role", "value_set": XACT_ROLES},
+                 "A node takes part in a transaction as its coordinator, a replica or a resolver."),
+        ],
+        GEN_HEARTBEATS: [
+            *_envelope(GEN_HEARTBEATS),
+            _clock(GEN_HEARTBEATS),
+            _online_in(GEN_HEARTBEATS),
+            Spec(GEN_HEARTBEATS, "expect_column_values_to_be_in_set",
+                 {"column": "node_status", "value_set": GEN_NODE_STATUSES},
+                 "mtm's node status is one of online, recovery, catchup, disabled, isolated."),
         ],
         ALERTS: [
             *(Spec(ALERTS, "expect_column_values_to_not_be_null", {"column": c},

@@ -171,7 +171,7 @@ class QualitySink:
         if self.end_offsets is None:
             return None
         spans = self.spans(batch_id)
-        types = self.settings.kafka.topics.input_types
+        types = self.settings.kafka.topics.input_families
         spans = {tp: r for tp, r in spans.items() if tp[0] in types}
         return read_sample(self.settings.kafka.bootstrap_servers, spans, types,
                            limit=self.q.sample_records, salt=batch_id,
