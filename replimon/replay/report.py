@@ -286,7 +286,8 @@ def _timelines(d: RunData) -> str:
     out = ['<section id="timelines"><h2>Timelines of the affected groups</h2>',
            '<p class="note">Per group, on one event-time axis: alerts (triangles; a bar to the '
            'resolution), each node\'s executed (solid) and decided (dotted) frontier against the '
-           'effective horizon (red, stepped), the configurations installed and active, and the '
+           'effective horizon (red, stepped), the configurations installed and active (for a '
+           'generations group: each generation it switched to, and its members), and the '
            'heartbeat age of each node with its silences. ' + _sources(d) + '</p>']
     if not d.timelines:
         out.append("<p>No affected group: nothing to draw.</p>")

@@ -76,30 +76,40 @@ def node_rows(s: Mapping[str, Any], run_id: str, batch_id: int) -> Iterable[tupl
                bool(n.get("silent")), Jsonb(family_state(n)), batch_id)
 
 
+def series_values(s: Mapping[str, Any]) -> dict[str, Any]:
+    """A snapshot's ``group_timeseries`` values after (run_id, group_id, ts), by column, in the
+    table's order (also the report's points, ``replimon.replay.report_series``). ``members``
+    counts the current configuration's members whatever the family (a generation's members for
+    generations); the horizon, window, pending count and configuration texts are XCom's."""
+    config = s.get("config")
+    if family(s) != XCOM:
+        return {"decided": nonneg(s.get("decided")), "executed_majority": s.get("executed_majority"),
+                "effective_horizon": None, "event_horizon": None, "window_use": None,
+                "window_fraction": None,
+                "members": len(config.get("members") or []) if isinstance(config, Mapping) else None,
+                "pending": None, "active_start": None, "active_config": None, "pending_configs": None,
+                "config_version": s.get("config_version")}
+    active = s.get("active")
+    pending = list(s.get("pending") or [])
+    return {"decided": nonneg(s.get("decided")), "executed_majority": s.get("executed_majority"),
+            "effective_horizon": s.get("effective_horizon"),
+            "event_horizon": None if active is None else active["event_horizon"],
+            "window_use": s.get("window_use"), "window_fraction": s.get("window_fraction"),
+            "members": None if active is None else len(active["members"]), "pending": len(pending),
+            "active_start": None if active is None else active["start"],
+            "active_config": None if active is None else config_text(active),
+            "pending_configs": " | ".join(config_text(c) for c in pending) or None,
+            # the active start; a snapshot older than families has no config_version
+            "config_version": s.get("config_version", None if active is None else active["start"])}
+
+
 def series_row(s: Mapping[str, Any], run_id: str) -> tuple[Any, ...] | None:
     """``group_timeseries``' parameters (the sink's ``_SERIES``); None before the group's first
-    event (no point in time to put it at). ``members`` counts the current configuration's
-    members whatever the family (a generation's members for generations); the pending count and
-    the configuration texts are XCom's."""
+    event (no point in time to put it at)."""
     ts = ts_from_ms(s.get("clock_ms"))
     if ts is None:
         return None
-    config = s.get("config")
-    if family(s) != XCOM:
-        members = None if not isinstance(config, Mapping) else len(config.get("members") or [])
-        return (run_id, s["group"], ts, nonneg(s.get("decided")), s.get("executed_majority"),
-                None, None, None, None, members, None, None, None, None, s.get("config_version"))
-    active = s.get("active")
-    pending = list(s.get("pending") or [])
-    return (run_id, s["group"], ts, nonneg(s.get("decided")), s.get("executed_majority"),
-            s.get("effective_horizon"), None if active is None else active["event_horizon"],
-            s.get("window_use"), s.get("window_fraction"),
-            None if active is None else len(active["members"]), len(pending),
-            None if active is None else active["start"],
-            None if active is None else config_text(active),
-            " | ".join(config_text(c) for c in pending) or None,
-            # config_version is the active start; a snapshot older than families has none
-            s.get("config_version", None if active is None else active["start"]))
+    return (run_id, s["group"], ts, *series_values(s).values())
 
 
 def node_series_rows(s: Mapping[str, Any], run_id: str) -> Iterable[tuple[Any, ...]]:
