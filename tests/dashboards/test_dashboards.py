@@ -308,9 +308,9 @@ class Setting:
                      if q.dashboard == "group" and title in titles), self.group)
 
     def expand(self, q: Query, time_range: TimeRange | None = None,
-               families: tuple[str, ...] | None = None) -> str:
+               families: tuple[str, ...] | None = None, group: str | None = None) -> str:
         return expand(q.sql, time_range or self.ranges[q.dashboard],
-                      {"run": self.run, "group": self.group_for(q),
+                      {"run": self.run, "group": group or self.group_for(q),
                        "family": list(families or self.families)})
 
 
@@ -456,8 +456,8 @@ def test_the_family_variable_filters_groups_and_family_panels(e2e: Any, setting:
     family = {g: s.get("family", "xcom") for g, s in e2e.group_states.items()}
     gen_state = e2e.group_states[dict(setting.family_groups)["gen"]]
     with psycopg.connect(setting.dsn, autocommit=True) as conn:
-        def rows(q: Query, *families: str) -> list[dict[str, Any]]:
-            cols, found = run_query(conn, setting.expand(q, families=families or None))
+        def rows(q: Query, *families: str, group: str | None = None) -> list[dict[str, Any]]:
+            cols, found = run_query(conn, setting.expand(q, families=families or None, group=group))
             return [dict(zip([c[0] for c in cols], r, strict=True)) for r in found]
 
         assert {r["family"] for r in rows(query("group", "family"))} == {"gen", "xcom"}
@@ -485,10 +485,16 @@ def test_the_family_variable_filters_groups_and_family_panels(e2e: Any, setting:
                 for n, r in nodes.items()} == {
             n: (x["gen"], x["node_status"], x["last_online_in"], x["last_vote"])
             for n, x in gen_state["nodes"].items()}
-        configs = rows(query("group", "Configurations now/A"))
+        # Configurations now renders every family's configuration as stored.
+        configs = rows(query("group", "Configurations now/A"), group=gen_state["group"])
         assert [(r["family"], r["role"], r["version"]) for r in configs] == [
             ("gen", "generation", gen_state["config"]["num"])]
         assert json.loads(configs[0]["configuration"]) == gen_state["config"]
+        xcom_state = e2e.group_states[setting.group]
+        configs = rows(query("group", "Configurations now/A"))
+        assert [(r["family"], r["role"], r["version"]) for r in configs][0] == (
+            "xcom", "active", xcom_state["active"]["start"])
+        assert json.loads(configs[0]["configuration"]) == xcom_state["config"]["active"]
 
 
 DECOY = "decoy-other-run"
