@@ -579,12 +579,15 @@ def test_generations_groups_have_a_generations_lane(e2e: Any, written: Written) 
     for g in drawn:
         html = sections[g]
         steps = [int(n) for n in re.findall(r'<g class="genstep" data-gen="(\d+)">', html)]
-        titles = re.findall(r'<g class="genstep" data-gen="\d+"><title>generation (\d+) from (\S+)', html)
+        titles = re.findall(r'<g class="genstep" data-gen="\d+"><title>generation (\d+) from (\S+?Z)', html)
         assert steps == sorted(set(steps)) and steps[-1] == e2e.group_states[g]["config"]["num"], (g, steps)
         assert set(stored[g]) <= set(steps), (g, stored[g], steps)  # every stored step is drawn
         assert [int(n) for n, _ in titles] == steps and all(t[:4].isdigit() for _, t in titles)
         assert ">generation</text>" in html and ">installed</text>" not in html
+        listed = re.search(r'<p class="gens">Generations: (.*?)</p>', html)
+        assert listed and [f"gen {n} from {t}" for n, t in titles] == listed.group(1).split(", ")
         switched += len(steps) > 1
     assert switched  # a generation change is drawn as a step
     for g in set(sections) - gen:
         assert "genstep" not in sections[g] and ">installed</text>" in sections[g]
+        assert 'class="gens"' not in sections[g]
