@@ -44,12 +44,28 @@ def run_variable() -> dash.QueryVariable:
             .sort(model.VariableSort.DISABLED))
 
 
-def group_variable() -> dash.QueryVariable:
-    """``$group``: one group of the chosen run (Group detail)."""
-    return (dash.QueryVariable("group").label("Group")
-            .description("a replicated group of the chosen run")
+def family_variable() -> dash.QueryVariable:
+    """``$family``: the protocol families to show ('xcom', 'gen'; "All" by default), from the
+    run's groups (group_state.family). The group lists keep the groups of the chosen families, and
+    each family's panels show rows only when their family is chosen (docs/dashboards.md,
+    "Families"). Used in SQL as ``IN (${family:sqlstring})`` (sql.FAMILY)."""
+    return (dash.QueryVariable("family").label("Family")
+            .description("protocol family: xcom (MySQL XCom), gen (Postgres multimaster generations)")
             .datasource(DS)
-            .query("SELECT group_id FROM group_state WHERE run_id = ${run:sqlstring} ORDER BY 1")
+            .query("SELECT DISTINCT family FROM group_state WHERE run_id = ${run:sqlstring} ORDER BY 1")
+            .include_all(True).multi(True)
+            .current(model.VariableOption(selected=True, text="All", value="$__all"))
+            .refresh(model.VariableRefresh.ON_DASHBOARD_LOAD)
+            .sort(model.VariableSort.DISABLED))
+
+
+def group_variable() -> dash.QueryVariable:
+    """``$group``: one group of the chosen run and families (Group detail)."""
+    return (dash.QueryVariable("group").label("Group")
+            .description("a replicated group of the chosen run and families")
+            .datasource(DS)
+            .query("SELECT group_id FROM group_state WHERE run_id = ${run:sqlstring}"
+                   " AND family IN (${family:sqlstring}) ORDER BY 1")
             .refresh(model.VariableRefresh.ON_DASHBOARD_LOAD)
             .sort(model.VariableSort.DISABLED))
 
@@ -64,8 +80,9 @@ def dashboards_menu() -> dash.DashboardLink:
 
 def group_link(field: str = "group") -> dash.DashboardLink:
     """A data link to Group detail for the group in column ``field`` of the clicked row, with the
-    same run and time range."""
-    url = (f"/d/{DASHBOARD_UIDS['group']}?var-run=${{run}}"
+    same run and time range, and every family chosen there."""
+    # Every family: the clicked group is in Group detail's list whatever its family.
+    url = (f"/d/{DASHBOARD_UIDS['group']}?var-run=${{run}}&var-family=$__all"
            f"&var-group=${{__data.fields.{field}}}&${{__url_time_range}}")
     return dash.DashboardLink(f"Group detail: ${{__data.fields.{field}}}").url(url)
 

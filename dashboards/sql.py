@@ -31,6 +31,7 @@ Format = Literal["table", "time_series"]
 
 RUN = "${run:sqlstring}"  # the run variable as a quoted SQL literal (Grafana escapes quotes)
 GROUP = "${group:sqlstring}"
+FAMILY = "${family:sqlstring}"  # the chosen families, quoted and comma-separated: IN (...)
 
 
 def clean(sql: str) -> str:

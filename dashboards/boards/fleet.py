@@ -1,8 +1,9 @@
 """Fleet: every group of a run at a glance (docs/dashboards.md, "Fleet").
 
 What is wrong and where: groups by health, what is firing by kind and severity, which groups are
-reconfiguring, which are closest to their event horizon, which nodes went silent. Every group
-cell links to Group detail.
+reconfiguring, which are closest to their event horizon, which nodes went silent, and where
+each generations group stands. The ``$family`` variable keeps the groups of the chosen protocol
+families. Every group cell links to Group detail.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from replimon.dashboards.build import (
     alerts_link,
     colour,
     dashboard,
+    family_variable,
     group_link,
     stat_panel,
     steps,
     table_panel,
 )
-from replimon.dashboards.sql import RUN, indent
+from replimon.dashboards.sql import FAMILY, RUN, indent
 
 HEALTH = f"""SELECT count(*) FILTER (WHERE h.level = 2) AS critical,
        count(*) FILTER (WHERE h.level = 1) AS warning,
@@ -55,6 +57,7 @@ ORDER BY 2 DESC, 1
 LIMIT 10"""
 
 GROUPS = f"""SELECT g.group_id AS "group",
+       g.family,
        {sql.HEALTH_TEXT.format('h.level')} AS health,
        h.firing AS "firing alerts",
        h.kinds AS "firing kinds",
@@ -68,8 +71,25 @@ FROM group_state g
 JOIN (
 {indent(sql.health_levels(), 4)}
 ) h ON h.group_id = g.group_id
-WHERE g.run_id = {RUN}
+WHERE g.run_id = {RUN} AND g.family IN ({FAMILY})
 ORDER BY h.level DESC, h.firing DESC, g.group_id"""
+
+# Generations groups (docs/families.md 5.2): the current generation of each, from
+# group_state.config; rows only when the family variable includes 'gen'.
+GENERATIONS = f"""SELECT g.group_id AS "group",
+       {sql.HEALTH_TEXT.format('h.level')} AS health,
+       (g.config->>'num')::bigint AS generation,
+       jsonb_array_length(g.config->'members') AS members,
+       jsonb_array_length(g.config->'configured') AS configured,
+       CASE WHEN (g.config->>'minority')::boolean THEN 'minority' ELSE 'majority' END AS quorum,
+       (g.config->>'election')::bigint AS "open election",
+       g.clock_ts AS "last event"
+FROM group_state g
+JOIN (
+{indent(sql.health_levels("g.family = 'gen'"), 4)}
+) h ON h.group_id = g.group_id
+WHERE g.run_id = {RUN} AND g.family = 'gen' AND 'gen' IN ({FAMILY})
+ORDER BY (g.config->>'minority')::boolean DESC NULLS FIRST, h.level DESC, g.group_id"""
 
 FIRING = f"""SELECT o.group_id AS "group", o.severity, o.kind, o.category,
        o.event_ts AS "since", o.detected_ts AS detected, o.node, o.instance, o.message
@@ -174,6 +194,7 @@ def build() -> dash.Dashboard:
     out = dashboard("fleet", "replimon: Fleet",
                     "Every group of a run: health, firing alerts, reconfigurations, window use, "
                     "silent nodes. Click a group for its detail.")
+    out = out.with_variable(family_variable())
     for panel in stats():
         out = out.with_panel(panel)
     return (out.with_panel(health).with_panel(by_kind).with_panel(window)
@@ -191,4 +212,11 @@ def build() -> dash.Dashboard:
             .with_panel(table_panel(
                 "Silent nodes and groups", SILENT, "NODE_SILENT and GROUP_SILENT occurrences in "
                 "the range: when the node (or group) was last heard, when again, for how long "
-                "(seconds).", w=12, links=[group_link()], coloured=("status",))))
+                "(seconds).", w=12, links=[group_link()], coloured=("status",)))
+            .with_panel(table_panel(
+                "Generations now", GENERATIONS, "Each generations group (family gen, shown when "
+                "the family variable includes it): its current generation, the members of that "
+                "generation against the nodes configured (a minority generation cannot commit), "
+                "the open election (a generation a majority voted for that the nodes have not "
+                "switched to yet; empty: none). Minority groups first.", h=8,
+                links=[group_link()], coloured=("health",))))

@@ -23,6 +23,7 @@ from replimon.dashboards.build import (
     RED,
     alerts_link,
     dashboard,
+    family_variable,
     group_variable,
     level_mappings,
     stat_panel,
@@ -30,7 +31,7 @@ from replimon.dashboards.build import (
     table_panel,
     timeseries_panel,
 )
-from replimon.dashboards.sql import GROUP, RUN, indent
+from replimon.dashboards.sql import FAMILY, GROUP, RUN, indent
 
 WHERE = f"run_id = {RUN} AND group_id = {GROUP}"  # latest-state tables of the group
 SERIES = f"{WHERE} AND $__timeFilter(ts)"  # its time series over the range
@@ -64,19 +65,30 @@ ORDER BY 1"""
 _MEMBERS = ("(SELECT string_agg(m->>'id' || ' (protocol ' || (m->>'protocol') || ')', ', ')\n"
             "        FROM jsonb_array_elements({0}) m)")
 
-CONFIGS = f"""SELECT 'active' AS role, active_start AS "start instance",
+# Every family's configuration (docs/families.md 5.2): XCom's active and pending ones from its
+# columns, any other family's from group_state.config; ``configuration`` is the JSON as stored.
+CONFIGS = f"""SELECT family, 'active' AS role, active_start AS version,
        active_event_horizon AS "event horizon",
        (snapshot->'active'->>'decided_at')::bigint AS "decided at",
-       {_MEMBERS.format('members')} AS members
+       {_MEMBERS.format('members')} AS members,
+       (config->'active')::text AS configuration
 FROM group_state
-WHERE {WHERE} AND active_start IS NOT NULL
+WHERE {WHERE} AND family = 'xcom' AND active_start IS NOT NULL
 UNION ALL
-SELECT 'pending', (p->>'start')::bigint, (p->>'event_horizon')::integer,
+SELECT family, 'pending', (p->>'start')::bigint, (p->>'event_horizon')::integer,
        (p->>'decided_at')::bigint,
-       {_MEMBERS.format("p->'members'")}
+       {_MEMBERS.format("p->'members'")},
+       p::text
 FROM group_state, jsonb_array_elements(pending) p
-WHERE {WHERE}
-ORDER BY 2"""
+WHERE {WHERE} AND family = 'xcom'
+UNION ALL
+SELECT family, CASE family WHEN 'gen' THEN 'generation' ELSE 'current' END,
+       (config->>'num')::bigint, NULL, NULL,
+       (SELECT string_agg(m, ', ') FROM jsonb_array_elements_text(config->'members') m),
+       config::text
+FROM group_state
+WHERE {WHERE} AND family <> 'xcom' AND config IS NOT NULL
+ORDER BY 3"""
 
 NODES = f"""SELECT n.node_id AS node, n.member, n.status, n.executed, n.decided, n.incarnation,
        n.protocol, n.last_ts AS "last event",
@@ -96,6 +108,71 @@ FROM (
 {indent(sql.alert_spans(f"f.group_id = {GROUP} AND f.category <> 'info'"), 4)}
 ) s
 ORDER BY s.event_ts DESC"""
+
+
+# -- the generations family (docs/families.md 5.2): rows only for a gen group and when the
+# family variable includes 'gen'.
+GEN_WHERE = f"{WHERE} AND family = 'gen' AND 'gen' IN ({FAMILY})"
+
+CONFIG_VERSION = f"""SELECT t.ts AS "time", t.config_version AS generation,
+       t.members AS "members of the generation"
+FROM group_timeseries t
+JOIN group_state g ON g.run_id = t.run_id AND g.group_id = t.group_id
+WHERE t.run_id = {RUN} AND t.group_id = {GROUP} AND $__timeFilter(t.ts)
+  AND g.family = 'gen' AND 'gen' IN ({FAMILY})
+ORDER BY 1"""
+
+GEN_NODES = f"""SELECT n.node_id AS node, n.member AS configured, n.status AS "status in gen",
+       (n.family_state->>'gen')::bigint AS gen,
+       n.family_state->>'node_status' AS node_status,
+       (n.family_state->>'last_online_in')::bigint AS "last online in",
+       (n.family_state->>'last_vote')::bigint AS "last vote",
+       n.silent, n.last_ts AS "last event"
+FROM node_state n
+JOIN group_state g ON g.run_id = n.run_id AND g.group_id = n.group_id
+WHERE n.run_id = {RUN} AND n.group_id = {GROUP} AND g.family = 'gen' AND 'gen' IN ({FAMILY})
+ORDER BY n.node_id"""
+
+# Panel titles of each family's panels (the tests expand them with a group of that family).
+FAMILY_PANELS = {"gen": ("Generation", "Generation members / configured", "Minority generation",
+                         "Open election", "Generation over time", "Generation nodes now")}
+
+
+def gen_panels() -> list[cogbuilder.Builder[model.Panel]]:
+    """The generations row: where the group's current generation stands, its number over time,
+    each node's view."""
+    return [
+        stat_panel("Generation", f"SELECT (config->>'num')::bigint AS generation FROM group_state WHERE {GEN_WHERE}",
+                   "Current generation (the highest one a node switched to; latest state).", w=6),
+        stat_panel("Generation members / configured",
+                   f"""SELECT jsonb_array_length(config->'members') AS members,
+       jsonb_array_length(config->'configured') AS configured
+FROM group_state WHERE {GEN_WHERE}""",
+                   "Members of the current generation, and the nodes configured (latest state).", w=6),
+        stat_panel("Minority generation",
+                   f"SELECT CASE WHEN (config->>'minority')::boolean THEN 1 ELSE 0 END AS minority"
+                   f" FROM group_state WHERE {GEN_WHERE}",
+                   "Whether the current generation has fewer members than a majority of the "
+                   "configured nodes: it cannot commit.", thresholds=steps(GREEN, (1, RED)),
+                   mappings=[model.ValueMap(options={
+                       "0": model.ValueMappingResult(text="no", color=GREEN, index=0),
+                       "1": model.ValueMappingResult(text="minority", color=RED, index=1)})], w=6),
+        stat_panel("Open election",
+                   f"SELECT coalesce((config->>'election')::bigint, 0) AS election"
+                   f" FROM group_state WHERE {GEN_WHERE}",
+                   "The generation a majority voted for that the nodes have not switched to yet "
+                   "(none: no election open).", thresholds=steps(GREEN, (1, ORANGE)),
+                   mappings=[model.ValueMap(options={
+                       "0": model.ValueMappingResult(text="none", color=GREEN, index=0)})], w=6),
+        timeseries_panel("Generation over time", [sql.series(CONFIG_VERSION)],
+                         "The current generation number at each snapshot "
+                         "(group_timeseries.config_version): each step is a switch to a new "
+                         "generation; and how many members it has.", unit="none", w=12),
+        table_panel("Generation nodes now", GEN_NODES,
+                    "Each node (latest state): configured or not, its status in its generation "
+                    "(ONLINE, RECOVERY, DEAD), its generation, mtm's node_status, the generation "
+                    "it was last online in and its last vote.", w=12),
+    ]
 
 
 def config_annotation(kind: str) -> str:
@@ -173,11 +250,14 @@ def build() -> dash.Dashboard:
     out = (dashboard("group", "replimon: Group detail",
                      "One group of a run over time: frontiers against the effective horizon, window "
                      "use, configuration map, heartbeats, alerts with evidence.")
+           .with_variable(family_variable())
            .with_variable(group_variable())
            .annotation(annotation("Configs installed", config_annotation("CONFIG_INSTALLED"), "blue"))
            .annotation(annotation("Reconfigurations refused", config_annotation("RECONFIG_REFUSED"), "purple"))
            .annotation(annotation("Alerts", ALERT_ANNOTATION, "red")))
     for panel in stats():
+        out = out.with_panel(panel)
+    for panel in gen_panels():
         out = out.with_panel(panel)
     return (out
             .with_panel(timeseries_panel(
@@ -193,9 +273,12 @@ def build() -> dash.Dashboard:
             .with_panel(heartbeats)
             .with_panel(config_map)
             .with_panel(table_panel(
-                "Configurations now", CONFIGS, "The active configuration and the pending ones "
-                "(latest state): start instance, event horizon, the instance that decided it, "
-                "members with their protocol.", w=12, coloured=()))
+                "Configurations now", CONFIGS, "The group's configuration, whatever its family "
+                "(latest state). XCom: the active configuration and the pending ones, version = "
+                "start instance, event horizon, the instance that decided it, members with their "
+                "protocol. Generations: the current generation, version = its number, its "
+                "members. The configuration column is the configuration as stored.",
+                w=12, coloured=()))
             .with_panel(table_panel(
                 "Nodes now", NODES, "Every node the group has seen (latest state); members first.",
                 w=12))

@@ -33,7 +33,7 @@ from replimon.replay import iso
 from replimon.replay.report_data import AlertRow, RunData, Timeline, load_run
 from replimon.replay.report_events import EventSource
 from replimon.replay.report_md import duration, markdown, reproduce, run_kind
-from replimon.replay.report_svg import timeline_svg
+from replimon.replay.report_svg import generation_steps, generations, timeline_svg
 
 MAX_EVIDENCE_ROWS = 50
 EVIDENCE_COLUMNS = ("type", "node", "ts_ms", "seq", "incarnation", "topic", "partition", "offset")
@@ -260,6 +260,10 @@ def _timeline(t: Timeline, index: int) -> str:
            timeline_svg(t, index),
            '<p class="note">Click a marker (or focus it and press Enter) to open its evidence; '
            'hover for a summary.</p>']
+    if generations(t):  # each switch as text too: the lane's labels may not fit
+        steps = generation_steps(t.series_points or t.points)
+        out.append('<p class="gens">Generations: ' + ", ".join(
+            f"gen {_e(num)} from {_e(iso(ts))}" for ts, num in steps) + "</p>")
     out += [_alert_details(r) for r in notable]
     if info:
         out.append(f'<h4>{len(info)} info events (CONFIG_INSTALLED, RECONFIG_REFUSED, '
@@ -286,7 +290,8 @@ def _timelines(d: RunData) -> str:
     out = ['<section id="timelines"><h2>Timelines of the affected groups</h2>',
            '<p class="note">Per group, on one event-time axis: alerts (triangles; a bar to the '
            'resolution), each node\'s executed (solid) and decided (dotted) frontier against the '
-           'effective horizon (red, stepped), the configurations installed and active, and the '
+           'effective horizon (red, stepped), the configurations installed and active (for a '
+           'generations group: each generation it switched to, and its members), and the '
            'heartbeat age of each node with its silences. ' + _sources(d) + '</p>']
     if not d.timelines:
         out.append("<p>No affected group: nothing to draw.</p>")

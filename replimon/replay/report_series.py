@@ -26,7 +26,8 @@ from typing import Any
 
 from replimon.core import GroupMonitor, Limits
 from replimon.core.rules.family import family_of
-from replimon.store.values import config_text, nonneg
+from replimon.store.rows import series_values
+from replimon.store.values import nonneg
 
 POINTS = 300
 # Round steps, so the points fall on whole times (ms).
@@ -100,17 +101,8 @@ def _sample(name: str, evs: list[dict[str, Any]], t0: int, t1: int, step: int,
 
 def group_point(s: Mapping[str, Any], ts: int) -> dict[str, Any]:
     """A snapshot as a ``group_timeseries`` row at ``ts`` (what `report_reads.group_points`
-    returns; the sink writes the same columns)."""
-    active = s.get("active")
-    pending = list(s.get("pending") or [])
-    return {"ts": ts, "decided": nonneg(s.get("decided")),
-            "executed_majority": s.get("executed_majority"),
-            "effective_horizon": s.get("effective_horizon"),
-            "event_horizon": None if active is None else active["event_horizon"],
-            "members": None if active is None else len(active["members"]),
-            "pending": len(pending), "active_start": None if active is None else active["start"],
-            "active_config": None if active is None else config_text(active),
-            "pending_configs": " | ".join(config_text(c) for c in pending) or None}
+    returns; the sink writes the same values, ``replimon.store.rows.series_values``)."""
+    return {"ts": ts, **series_values(s)}
 
 
 def node_points(s: Mapping[str, Any], ts: int) -> Iterable[tuple[str, dict[str, Any]]]:

@@ -12,7 +12,9 @@ One picture per affected group, four bands on one event-time axis:
 3. *configurations*: the configurations installed (CONFIG_INSTALLED, a segment from its install
    to the next one, labelled with its start and event horizon), refusals (RECONFIG_REFUSED) and
    the active configuration of each snapshot (group_timeseries.active_config, with the pending
-   ones);
+   ones); for a generations group, its *generations* instead: a segment per generation number
+   (group_timeseries.config_version) from the point that first shows it to the next, with a
+   diamond at each switch and the generation's member count;
 4. *heartbeats*: each node's heartbeat age (how stale it looked: a line through the event
    series, else the snapshots; the snapshots' ages as dots) with its NODE_SILENT intervals, and
    GROUP_SILENT intervals across the band.
@@ -213,49 +215,14 @@ def timeline_svg(t: Timeline, index: int) -> str:
         parts.append(f'<circle class="evpt" cx="{x(ts):.1f}" cy="{fy(value):.1f}" r="4.5" '
                      f'fill="#fff" stroke="{color[n]}" stroke-width="1.8"><title>{_e(title)}'
                      f'</title></circle>')
-    # -- 3. configurations
+    # -- 3. configurations (XCom) or generations (any other family: its config_version steps)
     y = f_top + f_h + 12
     c_top, row_h = y, 22
     parts.append(f'<rect class="panel" x="{LEFT}" y="{c_top}" width="{PLOT}" height="{2 * row_h}"/>')
-    parts.append(_band_label(c_top + row_h / 2 + 4, "installed"))
-    parts.append(_band_label(c_top + 1.5 * row_h + 4, "active"))
-    installs = sorted((a for a in t.alerts if a.kind == "CONFIG_INSTALLED"),
-                      key=lambda a: (a.event_ms, a.alert_id))
-    for i, a in enumerate(installs):
-        start, eh = _config_of(a)
-        x0 = x(a.event_ms)
-        x1 = x(installs[i + 1].event_ms) if i + 1 < len(installs) else LEFT + PLOT
-        label = f"start {start}" + (f" · eh {eh}" if eh is not None else "")
-        parts.append(
-            f'<g class="mk cfg" data-alert="{_e(a.alert_id)}" tabindex="0">'
-            f'<title>{_e(alert_title(a))}</title>'
-            f'<rect x="{x0:.1f}" y="{c_top + 3}" width="{max(x1 - x0, 2):.1f}" '
-            f'height="{row_h - 6}" fill="{NODE_COLORS[i % 2 + 3]}" fill-opacity="0.18" '
-            f'stroke="{NODE_COLORS[i % 2 + 3]}"/>'
-            f'<path d="M{x0:.1f},{c_top + 3} l5,8 l-5,8 l-5,-8 z" fill="#455a64"/>'
-            + (f'<text class="cfgtext" x="{x0 + 8:.1f}" y="{c_top + 15}">{_e(label)}</text>'
-               if x1 - x0 > 60 else "") + "</g>")
-    for a in (a for a in t.alerts if a.kind == "RECONFIG_REFUSED"):
-        x0 = x(a.event_ms)
-        parts.append(
-            f'<g class="mk refused" data-alert="{_e(a.alert_id)}" tabindex="0">'
-            f'<title>{_e(alert_title(a))}</title>'
-            f'<path d="M{x0 - 5:.1f},{c_top + 6} l10,10 m0,-10 l-10,10" stroke="#6d4c41" '
-            f'stroke-width="2.2"/></g>')
-    for i, p in enumerate(t.points):
-        if p["active_config"] is None:
-            continue
-        x0 = x(p["ts"])
-        x1 = x(t.points[i + 1]["ts"]) if i + 1 < len(t.points) else LEFT + PLOT
-        pending = f"; pending: {p['pending_configs']}" if p["pending_configs"] else ""
-        dash = ' stroke-dasharray="3 2"' if pending else ""
-        parts.append(
-            f'<g><title>{_e(iso(p["ts"]))}: active {_e(p["active_config"])}{_e(pending)}</title>'
-            f'<rect x="{x0:.1f}" y="{c_top + row_h + 3}" width="{max(x1 - x0, 3):.1f}" '
-            f'height="{row_h - 6}" fill="#90a4ae" fill-opacity="0.35" stroke="#546e7a"{dash}/>'
-            + (f'<text class="cfgtext" x="{x0 + 4:.1f}" y="{c_top + row_h + 15}">'
-               f'{_e(p["active_config"])}{" (+pending)" if pending else ""}</text>'
-               if x1 - x0 > 120 else "") + "</g>")
+    if generations(t):
+        parts += _generations_lane(line_points, c_top, row_h, x)
+    else:
+        parts += _configurations_lane(t, c_top, row_h, x)
     # -- 4. heartbeats
     y = c_top + 2 * row_h + 12
     h_top, h_h = y, 110
@@ -326,6 +293,98 @@ def timeline_svg(t: Timeline, index: int) -> str:
             f'<span class="lg"><i style="background:{SEV_COLOR["critical"]}"></i>critical</span>'
             f'<span class="lg"><i style="background:{SEV_COLOR["warning"]}"></i>warning</span>'
             f'<span class="lg">times UTC, {_e(iso(t0)[:10])}</span></div>')
+
+
+def _configurations_lane(t: Timeline, c_top: float, row_h: int, x: Callable[[int], float]) -> list[str]:
+    """XCom's configurations band: the configurations installed (CONFIG_INSTALLED, refusals)
+    and the active one of each snapshot."""
+    parts: list[str] = []
+    parts.append(_band_label(c_top + row_h / 2 + 4, "installed"))
+    parts.append(_band_label(c_top + 1.5 * row_h + 4, "active"))
+    installs = sorted((a for a in t.alerts if a.kind == "CONFIG_INSTALLED"),
+                      key=lambda a: (a.event_ms, a.alert_id))
+    for i, a in enumerate(installs):
+        start, eh = _config_of(a)
+        x0 = x(a.event_ms)
+        x1 = x(installs[i + 1].event_ms) if i + 1 < len(installs) else LEFT + PLOT
+        label = f"start {start}" + (f" · eh {eh}" if eh is not None else "")
+        parts.append(
+            f'<g class="mk cfg" data-alert="{_e(a.alert_id)}" tabindex="0">'
+            f'<title>{_e(alert_title(a))}</title>'
+            f'<rect x="{x0:.1f}" y="{c_top + 3}" width="{max(x1 - x0, 2):.1f}" '
+            f'height="{row_h - 6}" fill="{NODE_COLORS[i % 2 + 3]}" fill-opacity="0.18" '
+            f'stroke="{NODE_COLORS[i % 2 + 3]}"/>'
+            f'<path d="M{x0:.1f},{c_top + 3} l5,8 l-5,8 l-5,-8 z" fill="#455a64"/>'
+            + (f'<text class="cfgtext" x="{x0 + 8:.1f}" y="{c_top + 15}">{_e(label)}</text>'
+               if x1 - x0 > 60 else "") + "</g>")
+    for a in (a for a in t.alerts if a.kind == "RECONFIG_REFUSED"):
+        x0 = x(a.event_ms)
+        parts.append(
+            f'<g class="mk refused" data-alert="{_e(a.alert_id)}" tabindex="0">'
+            f'<title>{_e(alert_title(a))}</title>'
+            f'<path d="M{x0 - 5:.1f},{c_top + 6} l10,10 m0,-10 l-10,10" stroke="#6d4c41" '
+            f'stroke-width="2.2"/></g>')
+    for i, p in enumerate(t.points):
+        if p["active_config"] is None:
+            continue
+        x0 = x(p["ts"])
+        x1 = x(t.points[i + 1]["ts"]) if i + 1 < len(t.points) else LEFT + PLOT
+        pending = f"; pending: {p['pending_configs']}" if p["pending_configs"] else ""
+        dash = ' stroke-dasharray="3 2"' if pending else ""
+        parts.append(
+            f'<g><title>{_e(iso(p["ts"]))}: active {_e(p["active_config"])}{_e(pending)}</title>'
+            f'<rect x="{x0:.1f}" y="{c_top + row_h + 3}" width="{max(x1 - x0, 3):.1f}" '
+            f'height="{row_h - 6}" fill="#90a4ae" fill-opacity="0.35" stroke="#546e7a"{dash}/>'
+            + (f'<text class="cfgtext" x="{x0 + 4:.1f}" y="{c_top + row_h + 15}">'
+               f'{_e(p["active_config"])}{" (+pending)" if pending else ""}</text>'
+               if x1 - x0 > 120 else "") + "</g>")
+    return parts
+
+
+def generations(t: Timeline) -> bool:
+    """Whether the group's configuration is a version number without XCom's configuration text
+    (the generations family: group_timeseries.config_version is the generation number)."""
+    pts = [*t.points, *t.series_points]
+    return (any(p.get("config_version") is not None for p in pts)
+            and all(p.get("active_config") is None for p in pts))
+
+
+def generation_steps(points: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """(time, generation) of each change of config_version along the points, the first one
+    included: the generation a group switched to and when the points first show it."""
+    out: list[tuple[int, int]] = []
+    for p in points:
+        v = p.get("config_version")
+        if v is not None and (not out or out[-1][1] != v):
+            out.append((p["ts"], v))
+    return out
+
+
+def _generations_lane(points: list[dict[str, Any]], c_top: float, row_h: int,
+                      x: Callable[[int], float]) -> list[str]:
+    """The generations band: a segment per generation from the point that first shows it to the
+    next one, labelled with its number and members, a diamond at each switch (drawn as XCom's
+    installed configurations are)."""
+    parts = [_band_label(c_top + row_h / 2 + 4, "generation"),
+             _band_label(c_top + 1.5 * row_h + 4, "members")]
+    steps = generation_steps(points)
+    members = {p["ts"]: p.get("members") for p in points}
+    for i, (ts, num) in enumerate(steps):
+        x0 = x(ts)
+        x1 = x(steps[i + 1][0]) if i + 1 < len(steps) else LEFT + PLOT
+        n = members.get(ts)
+        title = f"generation {num} from {iso(ts)}" + (f": {n} members" if n is not None else "")
+        parts.append(
+            f'<g class="genstep" data-gen="{_e(num)}"><title>{_e(title)}</title>'
+            f'<rect x="{x0:.1f}" y="{c_top + 3}" width="{max(x1 - x0, 2):.1f}" '
+            f'height="{row_h - 6}" fill="{NODE_COLORS[i % 2 + 3]}" fill-opacity="0.18" '
+            f'stroke="{NODE_COLORS[i % 2 + 3]}"/>'
+            f'<path d="M{x0:.1f},{c_top + 3} l5,8 l-5,8 l-5,-8 z" fill="#455a64"/>'
+            + (f'<text class="cfgtext" x="{x0 + 8:.1f}" y="{c_top + 15}">gen {_e(num)}</text>'
+               if x1 - x0 > 40 else "")
+            + (f'<text class="cfgtext" x="{x0 + 8:.1f}" y="{c_top + row_h + 15}">{_e(n)}</text>'
+               if n is not None and x1 - x0 > 20 else "") + "</g>")
+    return parts
 
 
 def _band_label(y: float, text: str, *, small: bool = False) -> str:

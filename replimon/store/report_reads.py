@@ -126,7 +126,8 @@ def group_points(conn: psycopg.Connection[Any], run_id: str,
         return out
     cur = conn.execute("""
         SELECT group_id, ts, decided, executed_majority, effective_horizon, event_horizon,
-               members, pending, active_start, active_config, pending_configs
+               window_use, window_fraction, members, pending, active_start, active_config,
+               pending_configs, config_version
         FROM group_timeseries WHERE run_id = %s AND group_id = ANY(%s) ORDER BY group_id, ts""",
                        (run_id, groups))
     names = [d.name for d in cur.description or []]

@@ -9,7 +9,8 @@ that fails half-way leaves nothing and can be retried. All rows are keyed by fac
 (alert id and status, group, group clock, Kafka offset), so even without the guard a re-run of the
 same events gives the same keys (docs/postgres.md "Exactly-once effect").
 
-Only the writing is here. The schema and `migrate`, the value conversions, the guard and alert
+Only the writing is here. The schema and `migrate`, the rows each snapshot becomes (every
+family's, ``replimon.store.rows``), the value conversions, the guard and alert
 statements (shared with the data-quality results writer) and every read of the stored runs are
 the PostgreSQL store's, ``replimon.store`` (docs/postgres.md "Where each part lives").
 """
@@ -20,7 +21,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -28,9 +29,14 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.types.json import Jsonb
 
+from replimon.store.rows import dead_letter_row as _dead_letter_row
+from replimon.store.rows import group_row as _group_row
+from replimon.store.rows import node_rows as _node_rows
+from replimon.store.rows import node_series_rows as _node_series_rows
+from replimon.store.rows import series_row as _series_row
 from replimon.store.runs import DEFAULT_PIPELINE, LIVE_RUN, last_batch_id
 from replimon.store.schema import migrate
-from replimon.store.values import config_text, nonneg, ts_from_ms
+from replimon.store.values import ts_from_ms
 from replimon.store.writes import ADVANCE, INSERT_ALERT, INSERT_ALERTS_JSON, alert_row, json_array
 from replimon.streaming.sinks.backlog import Backlog, Backoff, Pending
 
@@ -38,104 +44,49 @@ _T = TypeVar("_T")
 log = logging.getLogger("replimon.job")
 
 
-# -- rows ------------------------------------------------------------------------------------------
-def _group_row(s: Mapping[str, Any], run_id: str, batch_id: int) -> tuple[Any, ...]:
-    active = s.get("active")
-    return (run_id, s["group"], s["history"], s["trusted"], ts_from_ms(s.get("clock_ms")),
-            nonneg(s.get("decided")),
-            None if active is None else active["start"],
-            None if active is None else active["event_horizon"],
-            None if active is None else Jsonb(active["members"]),
-            Jsonb(list(s.get("pending") or [])), s.get("effective_horizon"),
-            s.get("executed_majority"), s.get("window_use"), s.get("window_fraction"),
-            Jsonb(list(s.get("open_alerts") or [])), Jsonb(dict(s)), batch_id)
-
-
-def _node_rows(s: Mapping[str, Any], run_id: str, batch_id: int) -> Iterable[tuple[Any, ...]]:
-    for node, n in (s.get("nodes") or {}).items():
-        yield (run_id, s["group"], node, n["member"], nonneg(n.get("executed")),
-               nonneg(n.get("decided")), nonneg(n.get("incarnation")),
-               nonneg(n.get("protocol")), n.get("status") or None, ts_from_ms(n.get("last_ts_ms")),
-               Jsonb(list(n.get("suspects") or [])), n.get("effective_horizon"),
-               bool(n.get("silent")), batch_id)
-
-
-def _series_row(s: Mapping[str, Any], run_id: str) -> tuple[Any, ...] | None:
-    ts = ts_from_ms(s.get("clock_ms"))
-    if ts is None:  # no event yet: no point in time to put it at
-        return None
-    active = s.get("active")
-    pending = list(s.get("pending") or [])
-    return (run_id, s["group"], ts, nonneg(s.get("decided")), s.get("executed_majority"),
-            s.get("effective_horizon"), None if active is None else active["event_horizon"],
-            s.get("window_use"), s.get("window_fraction"),
-            None if active is None else len(active["members"]), len(pending),
-            None if active is None else active["start"],
-            None if active is None else config_text(active),
-            " | ".join(config_text(c) for c in pending) or None)
-
-
-def _node_series_rows(s: Mapping[str, Any], run_id: str) -> Iterable[tuple[Any, ...]]:
-    clock = s.get("clock_ms")
-    if clock is None:
-        return
-    ts = ts_from_ms(clock)
-    for node, n in (s.get("nodes") or {}).items():
-        last = n.get("last_ts_ms")
-        yield (run_id, s["group"], node, ts, n["member"], nonneg(n.get("decided")),
-               nonneg(n.get("executed")), ts_from_ms(last),
-               None if last is None or last < 0 else max(0, clock - last), bool(n.get("silent")))
-
-
-def _dead_letter_row(d: Mapping[str, Any], run_id: str, batch_id: int) -> tuple[Any, ...]:
-    raw = d.get("raw")
-    if isinstance(raw, str):
-        raw = raw.encode()
-    return (run_id, d["topic"], d["partition"], d["offset"],
-            None if raw is None else bytes(raw), d["reason"], ts_from_ms(d.get("kafka_ts")),
-            batch_id)
-
-
 # -- statements ------------------------------------------------------------------------------------
 # The guard (ADVANCE) and the alert insert are the store's: the data-quality writer uses them too.
 _GROUP = """
 INSERT INTO group_state AS g (run_id, group_id, history, trusted, clock_ts, decided, active_start,
                               active_event_horizon, members, pending, effective_horizon,
-                              executed_majority, window_use, window_fraction, open_alerts,
-                              snapshot, batch_id, updated_at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+                              executed_majority, window_use, window_fraction, family, config,
+                              open_alerts, snapshot, batch_id, updated_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
 ON CONFLICT (run_id, group_id) DO UPDATE SET
     history = EXCLUDED.history, trusted = EXCLUDED.trusted, clock_ts = EXCLUDED.clock_ts,
     decided = EXCLUDED.decided, active_start = EXCLUDED.active_start,
     active_event_horizon = EXCLUDED.active_event_horizon, members = EXCLUDED.members,
     pending = EXCLUDED.pending, effective_horizon = EXCLUDED.effective_horizon,
     executed_majority = EXCLUDED.executed_majority, window_use = EXCLUDED.window_use,
-    window_fraction = EXCLUDED.window_fraction, open_alerts = EXCLUDED.open_alerts,
-    snapshot = EXCLUDED.snapshot, batch_id = EXCLUDED.batch_id, updated_at = EXCLUDED.updated_at"""
+    window_fraction = EXCLUDED.window_fraction, family = EXCLUDED.family, config = EXCLUDED.config,
+    open_alerts = EXCLUDED.open_alerts, snapshot = EXCLUDED.snapshot, batch_id = EXCLUDED.batch_id,
+    updated_at = EXCLUDED.updated_at"""
 
 _NODE = """
 INSERT INTO node_state (run_id, group_id, node_id, member, executed, decided, incarnation,
-                        protocol, status, last_ts, suspects, effective_horizon, silent, batch_id,
-                        updated_at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+                        protocol, status, last_ts, suspects, effective_horizon, silent,
+                        family_state, batch_id, updated_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
 ON CONFLICT (run_id, group_id, node_id) DO UPDATE SET
     member = EXCLUDED.member, executed = EXCLUDED.executed, decided = EXCLUDED.decided,
     incarnation = EXCLUDED.incarnation, protocol = EXCLUDED.protocol, status = EXCLUDED.status,
     last_ts = EXCLUDED.last_ts, suspects = EXCLUDED.suspects,
     effective_horizon = EXCLUDED.effective_horizon, silent = EXCLUDED.silent,
-    batch_id = EXCLUDED.batch_id, updated_at = EXCLUDED.updated_at"""
+    family_state = EXCLUDED.family_state, batch_id = EXCLUDED.batch_id,
+    updated_at = EXCLUDED.updated_at"""
 
 _SERIES = """
 INSERT INTO group_timeseries (run_id, group_id, ts, decided, executed_majority, effective_horizon,
                               event_horizon, window_use, window_fraction, members, pending,
-                              active_start, active_config, pending_configs)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                              active_start, active_config, pending_configs, config_version)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (run_id, group_id, ts) DO UPDATE SET
     decided = EXCLUDED.decided, executed_majority = EXCLUDED.executed_majority,
     effective_horizon = EXCLUDED.effective_horizon, event_horizon = EXCLUDED.event_horizon,
     window_use = EXCLUDED.window_use, window_fraction = EXCLUDED.window_fraction,
     members = EXCLUDED.members, pending = EXCLUDED.pending, active_start = EXCLUDED.active_start,
-    active_config = EXCLUDED.active_config, pending_configs = EXCLUDED.pending_configs"""
+    active_config = EXCLUDED.active_config, pending_configs = EXCLUDED.pending_configs,
+    config_version = EXCLUDED.config_version"""
 
 _NODE_SERIES = """
 INSERT INTO node_timeseries (run_id, group_id, node_id, ts, member, decided, executed, last_ts,

@@ -37,6 +37,7 @@ import pytest
 
 from replimon.core.alerts import WEDGES
 from replimon.dashboards import generate
+from replimon.dashboards.boards.group import FAMILY_PANELS
 from replimon.dashboards.common import DATASOURCE, HERE
 from replimon.dashboards.macros import TimeRange, expand
 
@@ -261,6 +262,7 @@ def test_group_links_point_at_group_detail_with_its_variables() -> None:
     assert urls
     for url in urls:
         assert {m[1] for m in re.finditer(r"var-(\w+)=", url)} == names, url
+        assert "var-family=$__all" in url  # the clicked group is listed whatever its family
     fleet = {u for u in links(DASHBOARDS["fleet"])}
     assert any("var-group=${__data.fields.group}" in u for u in fleet)
 
@@ -290,16 +292,26 @@ def test_formats_fit_the_panel_types() -> None:
 # -- SQL against the end-to-end run ----------------------------------------------------------------
 @dataclass(frozen=True)
 class Setting:
-    """What the queries are expanded with: the run, a group, a time range per dashboard."""
+    """What the queries are expanded with: the run, a group, every family ("All"), a time range
+    per dashboard. A family's own panels (group.FAMILY_PANELS) get a group of that family."""
 
     dsn: str
     run: str
     group: str
     ranges: dict[str, TimeRange]
+    families: tuple[str, ...] = ("gen", "xcom")
+    family_groups: tuple[tuple[str, str], ...] = ()  # family -> the group its panels are run for
 
-    def expand(self, q: Query, time_range: TimeRange | None = None) -> str:
+    def group_for(self, q: Query) -> str:
+        title = q.where.rsplit("/", 1)[0]
+        return next((dict(self.family_groups)[f] for f, titles in FAMILY_PANELS.items()
+                     if q.dashboard == "group" and title in titles), self.group)
+
+    def expand(self, q: Query, time_range: TimeRange | None = None,
+               families: tuple[str, ...] | None = None, group: str | None = None) -> str:
         return expand(q.sql, time_range or self.ranges[q.dashboard],
-                      {"run": self.run, "group": self.group})
+                      {"run": self.run, "group": group or self.group_for(q),
+                       "family": list(families or self.families)})
 
 
 def _range(start: datetime, end: datetime) -> TimeRange:
@@ -330,7 +342,10 @@ def setting(e2e: Any) -> Setting:
     group = min((g for g in e2e.manifest if info <= kinds.get(g, set()) and kinds[g] & WEDGES),
                 key=lambda g: (len(g), g))
     ranges = {name: _range(*(proc if name == "pipeline" else ev)) for name in generate.NAMES}
-    return Setting(e2e.settings.postgres.dsn, run, group, ranges)
+    # The generations panels' group: the first generations group whose generation changed.
+    gen = min((g for g, s in e2e.group_states.items() if s.get("family") == "gen"
+               and s["config"] and s["config"]["num"] > 1), key=lambda g: (len(g), g))
+    return Setting(e2e.settings.postgres.dsn, run, group, ranges, family_groups=(("gen", gen),))
 
 
 def run_query(conn: psycopg.Connection[Any], sql: str) -> tuple[list[tuple[str, int]], list[tuple[Any, ...]]]:
@@ -423,7 +438,63 @@ def test_query_runs_against_the_e2e_run(q: Query, setting: Setting) -> None:
     if DQ_TABLE not in q.sql:  # the data-quality table has rows only for validated batches
         assert rows, f"no rows where the run has data:\n{sql}"
     if q.kind == "variable":
-        assert (setting.group if q.where == "group" else setting.run) in {r[0] for r in rows}
+        want = {"group": setting.group, "family": "gen", "run": setting.run}[q.where]
+        assert want in {r[0] for r in rows}
+
+
+def query(dashboard: str, where: str) -> Query:
+    return next(q for q in QUERIES if q.dashboard == dashboard and q.where == where)
+
+
+@pytest.mark.broker
+@pytest.mark.postgres
+@pytest.mark.timeout(900)
+def test_the_family_variable_filters_groups_and_family_panels(e2e: Any, setting: Setting) -> None:
+    """docs/dashboards.md, "Families": the family variable lists the run's families, keeps the
+    group lists to the chosen ones, and a family's panels have rows only when it is chosen; the
+    generations panels show every generations group's stored configuration."""
+    family = {g: s.get("family", "xcom") for g, s in e2e.group_states.items()}
+    gen_state = e2e.group_states[dict(setting.family_groups)["gen"]]
+    with psycopg.connect(setting.dsn, autocommit=True) as conn:
+        def rows(q: Query, *families: str, group: str | None = None) -> list[dict[str, Any]]:
+            cols, found = run_query(conn, setting.expand(q, families=families or None, group=group))
+            return [dict(zip([c[0] for c in cols], r, strict=True)) for r in found]
+
+        assert {r["family"] for r in rows(query("group", "family"))} == {"gen", "xcom"}
+        for chosen in ("gen", "xcom"):
+            want = {g for g, f in family.items() if f == chosen}
+            assert {r["group"] for r in rows(query("fleet", "Group list/A"), chosen)} == want
+            assert {r["group_id"] for r in rows(query("group", "group"), chosen)} == want
+        assert {r["group"] for r in rows(query("fleet", "Group list/A"))} == set(family)
+        generations = {r["group"]: r for r in rows(query("fleet", "Generations now/A"))}
+        assert set(generations) == {g for g, f in family.items() if f == "gen"}
+        for g, r in generations.items():
+            config = e2e.group_states[g]["config"]
+            assert (r["generation"], r["members"], r["configured"], r["open election"]) == (
+                config["num"], len(config["members"]), len(config["configured"]), config["election"])
+            assert r["quorum"] == ("minority" if config["minority"] else "majority")
+        assert rows(query("fleet", "Generations now/A"), "xcom") == []
+        for title in FAMILY_PANELS["gen"]:
+            q = next(q for q in QUERIES if q.dashboard == "group" and q.where.startswith(title + "/"))
+            assert rows(q), title
+            assert rows(q, "xcom") == [], title  # not the chosen family: nothing
+        steps = [r["generation"] for r in rows(query("group", "Generation over time/A"))]
+        assert steps == sorted(steps) and steps[-1] == gen_state["config"]["num"] and len(set(steps)) > 1
+        nodes = {r["node"]: r for r in rows(query("group", "Generation nodes now/A"))}
+        assert {n: (r["gen"], r["node_status"], r["last online in"], r["last vote"])
+                for n, r in nodes.items()} == {
+            n: (x["gen"], x["node_status"], x["last_online_in"], x["last_vote"])
+            for n, x in gen_state["nodes"].items()}
+        # Configurations now renders every family's configuration as stored.
+        configs = rows(query("group", "Configurations now/A"), group=gen_state["group"])
+        assert [(r["family"], r["role"], r["version"]) for r in configs] == [
+            ("gen", "generation", gen_state["config"]["num"])]
+        assert json.loads(configs[0]["configuration"]) == gen_state["config"]
+        xcom_state = e2e.group_states[setting.group]
+        configs = rows(query("group", "Configurations now/A"))
+        assert [(r["family"], r["role"], r["version"]) for r in configs][0] == (
+            "xcom", "active", xcom_state["active"]["start"])
+        assert json.loads(configs[0]["configuration"]) == xcom_state["config"]["active"]
 
 
 DECOY = "decoy-other-run"

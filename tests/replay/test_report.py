@@ -560,3 +560,34 @@ def test_replay_parameters_and_data_quality_are_shown(hostile: tuple[str, Writte
     assert dq[1][:6] == ["replica.decisions", "expect_column_values_to_not_be_null(node)", "2",
                          "1", "180", "3"]
     assert "No data-quality results" not in w.md
+
+
+def test_generations_groups_have_a_generations_lane(e2e: Any, written: Written) -> None:
+    """docs/report.md, "Timelines": an affected generations group's timeline has a generations
+    lane with each generation it switched to (group_timeseries.config_version), in order, each
+    with its time; an XCom group keeps its configurations band."""
+    sections = dict(re.findall(r'<section class="group" id="tl-\d+" data-group="([^"]+)">(.*?)</section>',
+                               written.html, re.S))
+    gen = {g for g, s in e2e.group_states.items() if s["family"] == "gen"}
+    drawn = gen & set(sections)
+    assert drawn, "the e2e run's generations faults make affected groups"
+    with psycopg.connect(e2e.settings.postgres.dsn) as conn:
+        stored = {g: [v for (v,) in conn.execute(
+            "SELECT config_version FROM group_timeseries WHERE run_id = %s AND group_id = %s"
+            " AND config_version IS NOT NULL ORDER BY ts", (e2e.run_id, g))] for g in drawn}
+    switched = 0
+    for g in drawn:
+        html = sections[g]
+        steps = [int(n) for n in re.findall(r'<g class="genstep" data-gen="(\d+)">', html)]
+        titles = re.findall(r'<g class="genstep" data-gen="\d+"><title>generation (\d+) from (\S+?Z)', html)
+        assert steps == sorted(set(steps)) and steps[-1] == e2e.group_states[g]["config"]["num"], (g, steps)
+        assert set(stored[g]) <= set(steps), (g, stored[g], steps)  # every stored step is drawn
+        assert [int(n) for n, _ in titles] == steps and all(t[:4].isdigit() for _, t in titles)
+        assert ">generation</text>" in html and ">installed</text>" not in html
+        listed = re.search(r'<p class="gens">Generations: (.*?)</p>', html)
+        assert listed and [f"gen {n} from {t}" for n, t in titles] == listed.group(1).split(", ")
+        switched += len(steps) > 1
+    assert switched  # a generation change is drawn as a step
+    for g in set(sections) - gen:
+        assert "genstep" not in sections[g] and ">installed</text>" in sections[g]
+        assert 'class="gens"' not in sections[g]

@@ -86,8 +86,8 @@ def test_group_snapshots_are_the_stored_snapshots(dsn: str, outputs: dict[str, A
     with psycopg.connect(dsn) as conn:
         for group, snap in last.items():
             conn.execute("INSERT INTO group_state (run_id, group_id, history, trusted, snapshot,"
-                         " batch_id) VALUES (%s, %s, %s, %s, %s, 0)",
-                         (run, group, snap["history"], snap["trusted"], Jsonb(snap)))
+                         " family, batch_id) VALUES (%s, %s, %s, %s, %s, %s, 0)",
+                         (run, group, snap["history"], snap["trusted"], Jsonb(snap), snap["family"]))
     with psycopg.connect(dsn) as conn:
         assert group_snapshots(conn, run) == last
         assert group_snapshots(conn, new_run()) == {}

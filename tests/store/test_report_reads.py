@@ -89,8 +89,8 @@ def test_totals_dead_letters_and_data_quality(dsn: str, outputs: dict[str, Any],
     with psycopg.connect(dsn) as conn:
         for group, snap in last.items():
             conn.execute("INSERT INTO group_state (run_id, group_id, history, trusted, snapshot,"
-                         " batch_id) VALUES (%s, %s, %s, %s, %s, 0)",
-                         (run, group, snap["history"], snap["trusted"], Jsonb(snap)))
+                         " family, batch_id) VALUES (%s, %s, %s, %s, %s, %s, 0)",
+                         (run, group, snap["history"], snap["trusted"], Jsonb(snap), snap["family"]))
         for batch, rows in ((0, 100), (1, 50)):
             conn.execute("INSERT INTO pipeline_metrics (run_id, batch_id, ts, input_rows)"
                          " VALUES (%s, %s, now(), %s)", (run, batch, rows))

@@ -96,3 +96,57 @@ def test_version_4_turns_stored_info_alerts_into_events(fresh_db: str,
             with pytest.raises(psycopg.errors.CheckViolation):
                 conn.execute(bad)
         conn.execute(_alert_sql("live", "i2", "event", "info", "RECONFIG_REFUSED"))
+
+
+def test_version_5_keeps_a_version_4_database_and_makes_its_groups_xcom(
+        fresh_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A database the version 4 sink wrote keeps every row: its groups become family 'xcom' with
+    the configuration their snapshot held (the same ``config`` the monitor gives now), a group
+    without a configuration yet gets none, and each time-series point's config_version is its
+    active start."""
+    import json
+
+    import replimon.store.schema as schema
+    from tests.support.outputs import monitor_outputs
+
+    before = [m for m in migrations() if m[0] < 5]
+    monkeypatch.setattr(schema, "migrations", lambda: before)
+    assert migrate(fresh_db) == [1, 2, 3, 4]
+    snaps = {s["group"]: s for s in monitor_outputs()["snapshots"]}
+    # The v4 sink's snapshot had no family, config or config_version.
+    old = {g: {k: v for k, v in s.items() if k not in ("family", "config", "config_version")}
+           for g, s in snaps.items()}
+    old["g-no-map"] = {**old["g1"], "group": "g-no-map", "active": None, "pending": []}
+    for key in ("effective_horizon", "executed_majority", "window_use", "window_fraction"):
+        old["g-no-map"].pop(key, None)
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        for g, s in old.items():
+            active = s["active"]
+            conn.execute(
+                "INSERT INTO group_state (run_id, group_id, history, trusted, decided, active_start,"
+                " members, pending, snapshot, batch_id) VALUES ('live', %s, %s, %s, %s, %s, %s, %s, %s, 3)",
+                (g, s["history"], s["trusted"], s["decided"], active and active["start"],
+                 active and json.dumps(active["members"]), json.dumps(s["pending"]), json.dumps(s)))
+            conn.execute("INSERT INTO group_timeseries (run_id, group_id, ts, decided, active_start)"
+                         " VALUES ('live', %s, now(), %s, %s)", (g, s["decided"], active and active["start"]))
+            conn.execute("INSERT INTO node_state (run_id, group_id, node_id, member, executed, silent,"
+                         " batch_id) VALUES ('live', %s, 'n1', true, 7, false, 3)", (g,))
+        rows_before = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone() for t in TABLES}
+    monkeypatch.undo()
+    assert migrate(fresh_db) == [v for v, _, _ in migrations() if v >= 5]
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        assert {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone() for t in TABLES} == rows_before
+        groups = dict((g, (f, c, snap)) for g, f, c, snap in conn.execute(
+            "SELECT group_id, family, config, snapshot FROM group_state"))
+        series = dict(conn.execute("SELECT group_id, config_version FROM group_timeseries"))
+        nodes = conn.execute("SELECT group_id, executed, family_state FROM node_state").fetchall()
+        with pytest.raises(psycopg.errors.NotNullViolation):  # every group has a family from now on
+            conn.execute("INSERT INTO group_state (run_id, group_id, history, trusted, snapshot, batch_id)"
+                         " VALUES ('live', 'g9', 'complete', true, '{}', 4)")
+        conn.execute("INSERT INTO group_state (run_id, group_id, history, trusted, snapshot, batch_id,"
+                     " family, pending) VALUES ('live', 'g9', 'complete', true, '{}', 4, 'gen', NULL)")
+    assert {g: (f, c) for g, (f, c, _) in groups.items()} == {
+        **{g: ("xcom", s["config"]) for g, s in snaps.items()}, "g-no-map": ("xcom", None)}
+    assert {g: snap for g, (_, _, snap) in groups.items()} == old
+    assert series == {**{g: s["config_version"] for g, s in snaps.items()}, "g-no-map": None}
+    assert sorted(nodes) == [(g, 7, None) for g in sorted(old)]

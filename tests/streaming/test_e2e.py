@@ -237,3 +237,40 @@ def test_metrics_and_time_series_are_written(e2e: E2E) -> None:
     assert nodes[0] == n_nodes and nodes[1] >= n_nodes and nodes[2] > 0
     xcom = [s for s in e2e.group_states.values() if s.get("family", "xcom") == "xcom"]
     assert configs[0] >= len(xcom)  # XCom's configuration text (a generations group has none there)
+
+
+def test_every_family_has_its_own_rows(e2e: E2E) -> None:
+    """docs/postgres.md, "Tables": each group's family and configuration; a generations group's
+    XCom columns are NULL (it is not an XCom group without a map), its nodes' family_state holds
+    their generation fields, and its time series steps through its generation numbers."""
+    import psycopg
+
+    with psycopg.connect(e2e.settings.postgres.dsn) as conn:
+        groups = {g: rest for g, *rest in conn.execute(
+            "SELECT group_id, family, config, active_start, members, pending, window_use,"
+            " effective_horizon FROM group_state WHERE run_id = %s", (e2e.run_id,))}
+        nodes = {(g, n): (fs, ex, dec, proto) for g, n, fs, ex, dec, proto in conn.execute(
+            "SELECT group_id, node_id, family_state, executed, decided, protocol FROM node_state"
+            " WHERE run_id = %s", (e2e.run_id,))}
+        series: dict[str, list[tuple[Any, ...]]] = {}
+        for g, *point in conn.execute(
+                "SELECT group_id, config_version, pending, active_config FROM group_timeseries"
+                " WHERE run_id = %s ORDER BY group_id, ts", (e2e.run_id,)):
+            series.setdefault(g, []).append(tuple(point))
+    gen = {g for g, s in e2e.group_states.items() if s["family"] == "gen"}
+    assert gen and {g for g, s in e2e.group_states.items() if s["family"] == "xcom"}
+    for g, s in e2e.group_states.items():
+        family, config, *xcom_columns = groups[g]
+        assert (family, config) == (s["family"], s["config"]), g
+        versions = [v for v, *_ in series[g] if v is not None]
+        assert versions[-1] == s["config_version"] and versions == sorted(versions), g
+        if g in gen:
+            assert xcom_columns == [None] * 5, g
+            assert all(p[1:] == (None, None) for p in series[g]), g
+            for n, x in s["nodes"].items():
+                assert nodes[(g, n)] == ({k: x[k] for k in ("gen", "node_status", "last_online_in",
+                                                           "last_vote")}, None, None, None), (g, n)
+        else:
+            assert xcom_columns[0] == s["active"]["start"] and xcom_columns[2] == s["pending"], g
+    # Restarts elect new generations: most generations groups step more than once.
+    assert sum(len(set(v for v, *_ in series[g])) > 1 for g in gen) >= len(gen) // 2

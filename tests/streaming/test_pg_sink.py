@@ -21,8 +21,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from replimon.core import GroupMonitor
+from replimon.core import GroupMonitor, Monitor
 from replimon.embedded import EmbeddedPostgres
+from replimon.producers import simulator_gen
 from replimon.store.reads import RunReader
 from replimon.store.schema import migrate
 from replimon.store.values import ms_from_ts, ts_from_ms
@@ -271,16 +272,16 @@ def test_snapshots_produce_group_node_and_timeseries_rows(sink: PostgresSink,
         groups = conn.execute(
             "SELECT group_id, history, trusted, clock_ts, decided, active_start,"
             " active_event_horizon, members, pending, effective_horizon, executed_majority,"
-            " window_use, window_fraction, open_alerts, snapshot FROM group_state"
+            " window_use, window_fraction, open_alerts, snapshot, family, config FROM group_state"
             " WHERE run_id = %s ORDER BY group_id", (sink.run_id,)).fetchall()
         nodes = conn.execute(
             "SELECT group_id, node_id, member, executed, decided, incarnation, protocol, status,"
-            " last_ts, suspects, effective_horizon, silent FROM node_state WHERE run_id = %s"
+            " last_ts, suspects, effective_horizon, silent, family_state FROM node_state WHERE run_id = %s"
             " ORDER BY group_id, node_id", (sink.run_id,)).fetchall()
         series = conn.execute(
             "SELECT group_id, ts, decided, executed_majority, effective_horizon, event_horizon,"
             " window_use, window_fraction, members, pending, active_start, active_config,"
-            " pending_configs FROM group_timeseries"
+            " pending_configs, config_version FROM group_timeseries"
             " WHERE run_id = %s ORDER BY group_id, ts", (sink.run_id,)).fetchall()
         node_series = conn.execute(
             "SELECT group_id, node_id, ts, member, decided, executed, last_ts, heartbeat_age_ms,"
@@ -290,12 +291,12 @@ def test_snapshots_produce_group_node_and_timeseries_rows(sink: PostgresSink,
         (g, s["history"], s["trusted"], ts_from_ms(s["clock_ms"]), s["decided"],
          s["active"]["start"], s["active"]["event_horizon"], s["active"]["members"], s["pending"],
          s["effective_horizon"], s["executed_majority"], s["window_use"], s["window_fraction"],
-         s["open_alerts"], s)
+         s["open_alerts"], s, "xcom", s["config"])
         for g, s in sorted(last.items())]
     assert nodes == [
         (g, n, x["member"], x["executed"], x["decided"], x["incarnation"], x["protocol"],
          x["status"], ts_from_ms(x["last_ts_ms"]), x["suspects"], x["effective_horizon"],
-         x["silent"])
+         x["silent"], {k: x[k] for k in ("executed", "decided", "protocol", "effective_horizon")})
         for g, s in sorted(last.items()) for n, x in sorted(s["nodes"].items())]
     def config(c: dict[str, Any]) -> str:
         return f"start {c['start']} · eh {c['event_horizon']} · " + " ".join(m["id"] for m in c["members"])
@@ -305,7 +306,7 @@ def test_snapshots_produce_group_node_and_timeseries_rows(sink: PostgresSink,
          s["effective_horizon"], s["active"]["event_horizon"], s["window_use"],
          s["window_fraction"], len(s["active"]["members"]), len(s["pending"]),
          s["active"]["start"], config(s["active"]),
-         " | ".join(config(c) for c in s["pending"]) or None)
+         " | ".join(config(c) for c in s["pending"]) or None, s["active"]["start"])
         for s in snaps)
     assert node_series == sorted(
         (s["group"], n, ts_from_ms(s["clock_ms"]), x["member"], x["decided"], x["executed"],
@@ -325,6 +326,63 @@ def test_snapshots_produce_group_node_and_timeseries_rows(sink: PostgresSink,
                               " WHERE run_id = %s AND group_id = 'g1' AND ts = %s",
                               (sink.run_id, ts_from_ms(moved["clock_ms"]))).fetchall()
     assert decided == (moved["decided"],) and points == [(1, moved["decided"])]
+
+
+def gen_snapshots() -> list[dict[str, Any]]:
+    """Snapshots of a 120 s two-group generations run with restarts (so generations change),
+    every 10 s of event time and at the end."""
+    events: list[dict[str, Any]] = []
+    simulator_gen.Simulator(simulator_gen.SimOptions(duration_ms=120_000, groups=2, seed=3,
+                                                     restart_every_s=20), [], events.append).run()
+    monitor, snaps, next_snap = Monitor(), [], events[0]["ts_ms"] + 10_000
+    for ev in events:
+        monitor.process(ev)
+        if ev["ts_ms"] >= next_snap:
+            snaps += [g.snapshot() for g in monitor.groups.values()]
+            next_snap += 10_000
+    monitor.finish()
+    return snaps + [g.snapshot() for g in monitor.groups.values()]
+
+
+GEN_NODE_FIELDS = {"gen", "node_status", "last_online_in", "last_vote"}
+
+
+def test_a_generations_group_has_its_own_rows_and_no_xcom_values(sink: PostgresSink) -> None:
+    """docs/postgres.md, "Tables": the family-neutral columns hold the generations' values, XCom's
+    flattened columns are NULL (not an XCom group without a configuration: no pending [] or 0),
+    and each generation is one step of config_version."""
+    snaps = gen_snapshots()
+    last = {s["group"]: s for s in snaps}
+    assert all(s["family"] == "gen" and s["config"] for s in last.values())
+    assert sink.write_batch(0, alerts=[], snapshots=snaps, dead_letters=[], metrics=None)
+    before = contents(sink.dsn, sink.run_id)
+    assert not sink.write_batch(0, alerts=[], snapshots=snaps, dead_letters=[], metrics=None)
+    assert contents(sink.dsn, sink.run_id) == before  # a replayed batch changes nothing
+    with psycopg.connect(sink.dsn) as conn:
+        groups = conn.execute(
+            "SELECT group_id, family, config, decided, active_start, active_event_horizon, members,"
+            " pending, effective_horizon, executed_majority, window_use, window_fraction"
+            " FROM group_state WHERE run_id = %s ORDER BY group_id", (sink.run_id,)).fetchall()
+        nodes = conn.execute(
+            "SELECT group_id, node_id, member, status, executed, decided, protocol,"
+            " effective_horizon, family_state FROM node_state WHERE run_id = %s"
+            " ORDER BY group_id, node_id", (sink.run_id,)).fetchall()
+        series = conn.execute(
+            "SELECT group_id, ts, config_version, members, pending, decided, effective_horizon,"
+            " event_horizon, window_use, active_start, active_config, pending_configs"
+            " FROM group_timeseries WHERE run_id = %s ORDER BY group_id, ts", (sink.run_id,)).fetchall()
+    assert groups == [(g, "gen", s["config"], *[None] * 9) for g, s in sorted(last.items())]
+    assert nodes == [
+        (g, n, x["member"], x["status"], None, None, None, None, {k: x[k] for k in GEN_NODE_FIELDS})
+        for g, s in sorted(last.items()) for n, x in sorted(s["nodes"].items())]
+    assert all(fs["gen"] is not None and fs["node_status"] for *_, fs in nodes)
+    points = {(s["group"], ts_from_ms(s["clock_ms"])): s for s in snaps}
+    assert series == [(g, ts, s["config_version"], len(s["config"]["members"]), *[None] * 8)
+                      for (g, ts), s in sorted(points.items())]
+    # Restarts moved the generations on: config_version steps up on the timeline.
+    for g in last:
+        versions = [v for group, _ts, v, *_ in series if group == g]
+        assert len(set(versions)) > 2 and versions == sorted(versions), (g, versions)
 
 
 def test_snapshots_with_no_map_or_no_horizon_yet_are_stored(sink: PostgresSink,
