@@ -156,8 +156,10 @@ def test_job_rides_out_a_broker_restarted_without_its_data(spark: Any, postgres:
     query = None
     pg = None
     try:
-        # No data-quality sink: it would flag the events stamped ahead of the clock (below).
-        _, settings = job_config(broker, postgres, topic_prefix, tmp_path, quality={"enabled": False})
+        # No data-quality sink: it would flag the events stamped ahead of the clock (below); the
+        # clock-skew bound raised to match.
+        _, settings = job_config(broker, postgres, topic_prefix, tmp_path, quality={"enabled": False},
+                                 thresholds={"clock_skew_s": 3600})
         run_id = f"loss-{uuid.uuid4().hex[:8]}"
         # Stamped ahead of the wall clock: silences are judged by processing time in live mode,
         # and this test is about the input, not about a job that fell behind.
