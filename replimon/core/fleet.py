@@ -64,7 +64,7 @@ class Monitor:
             else:
                 return self._screen(ev, src, key)
             if reference < 0 or ev["ts_ms"] - reference <= self.limits.clock_skew_ms:
-                return self._feed(ev, src, reference=reference)
+                return self._feed(ev, src, reference)
         return self._screen(ev, src, key)
 
     def _screen(self, ev: dict[str, Any], src: Src, key: tuple[str, str]) -> list[Alert]:
@@ -92,7 +92,7 @@ class Monitor:
         elif ahead or (reference is None and key not in self._ref.latest):
             self._suspect, self._pending = key, [(ev, src)]
             return out
-        out.extend(self._feed(ev, src, reference=reference))
+        out.extend(self._feed(ev, src, reference))
         return out
 
     def conflict(self, ev: dict[str, Any]) -> str | None:
@@ -125,12 +125,12 @@ class Monitor:
             if skewed and clocks.judge(e["ts_ms"], reference, bound):
                 out.extend(self._feed_skewed(e, s, reference))
             else:
-                out.extend(self._feed(e, s))
+                out.extend(self._feed(e, s, self._ref.others((e["group"], e["node"]))))
         return out
 
     def _feed_skewed(self, ev: dict[str, Any], src: Src, reference: int) -> list[Alert]:
         g = self._group(ev)
-        return clocks.report(g, ev, src, reference) + self._feed(clocks.restamp(ev, reference), src, trusted=False)
+        return clocks.report(g, ev, src, reference) + self._feed(clocks.restamp(ev, reference), src, None, trusted=False)
 
     def _group(self, ev: dict[str, Any]) -> GroupMonitor:
         name = ev["group"]
@@ -139,26 +139,24 @@ class Monitor:
             g = self.groups[name] = GroupMonitor(name, self.limits, self.families[name])
         return g
 
-    def _feed(self, ev: dict[str, Any], src: Src, trusted: bool = True, *,
-              reference: int | None | bool = False) -> list[Alert]:
-        """Feed one event to its group (``reference``: the other nodes' best time when the
-        caller has it, else False)."""
+    def _feed(self, ev: dict[str, Any], src: Src, reference: int | None, *, trusted: bool = True) -> list[Alert]:
+        """Feed one event to its group (``reference``: the other nodes' best time,
+        ``Reference.others``; a restamped event is not trusted and moves no reference)."""
         out: list[Alert] = []
         ts = key_ts = ev["ts_ms"]
         if trusted:
             key = (ev["group"], ev["node"])
             # Within the bound too, one node leads the outside clock by at most the skew: its
             # time is only the outside clock's once another node's comes near it.
-            others = self._ref.others(key) if reference is False else reference
-            if others is not None and others + self.limits.skew_ms < ts:
-                key_ts = others + self.limits.skew_ms
+            if reference is not None and reference + self.limits.skew_ms < ts:
+                key_ts = reference + self.limits.skew_ms
             self._ref.note(key, ts)
         if key_ts > self.clock:
             self.clock = key_ts
             if self._timers and self._timers[0][0] <= key_ts:
                 out.extend(self._fire_due())
         name = ev["group"]
-        g = self.groups.get(name) or self._group(ev)
+        g = self._group(ev)
         if key_ts < ts and name in self._scheduled:
             # The event's own group sees its time at once, as before it is fed (a group that
             # resumes after a group-wide silence gets its GROUP_SILENT first, also when it is the
