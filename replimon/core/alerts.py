@@ -62,6 +62,17 @@ KINDS: dict[str, tuple[str, str]] = {
     "GEN_RECOVERY_STUCK": (CRITICAL, WEDGE),
     "GEN_VOTE_STUCK": (WARNING, WEDGE),
     "GEN_ELECTED": (INFO, INFO),
+    # The quorum-log family (docs/families.md 3.4, 3.5).
+    "QLOG_DIVERGENT_DECREE": (CRITICAL, VIOLATION),
+    "QLOG_RECONF_WITHOUT_OLD_QUORUM": (CRITICAL, VIOLATION),
+    "QLOG_DECREE_WITHOUT_QUORUM": (CRITICAL, VIOLATION),
+    "QLOG_OBSOLETE_DECREE_EXECUTED": (CRITICAL, VIOLATION),
+    "QLOG_RECOVER_UNSAFE": (CRITICAL, VIOLATION),
+    "QLOG_RECOVER_UNSYNCED": (CRITICAL, VIOLATION),
+    "QLOG_LEGISLATURE_REGRESSION": (CRITICAL, VIOLATION),
+    "QLOG_NO_LEADER": (CRITICAL, WEDGE),
+    "QLOG_RECOVER_STUCK": (WARNING, WEDGE),
+    "QLOG_RECONFIGURED": (INFO, INFO),
     # Raised by the streaming job (replimon.streaming.data_loss, docs/operations.md "Data loss"),
     # not by the core: a partition of an input topic moved back, the group's history was cut.
     "DATA_LOST": (WARNING, DATA),
