@@ -83,9 +83,23 @@ class QlogRules:
                     self.live.resume(f"{node} executed up to {ex}.", ts, ev, src)
             ns.executed = ex
 
+    def _joined(self, before: Leg | None) -> None:
+        """A newer legislature is installed: a replica that joins it (back) is expected to
+        publish from the install on, not judged silent since its last event as an old member."""
+        cur = self.safety.current
+        if cur is None or cur is before:
+            return
+        old = () if before is None else before.members
+        for n in cur.members:
+            ns = self.ctx.nodes.get(n)
+            if n not in old and ns is not None and 0 <= ns.last_ts < cur.ts:
+                ns.last_ts = cur.ts
+
     def _on_decree(self, ns: NodeState, node: str, ev: dict[str, Any], src: Src) -> None:
         qn = self._node(node, ev)
+        before = self.safety.current
         self.safety.decree(qn, node, ev, src)
+        self._joined(before)
         if ev["kind"] == "reconf" and ev["outcome"] == "executed":
             new = list(members_of(ev["members"]))
             for other in self.nodes.values():
@@ -124,8 +138,9 @@ class QlogRules:
         ns.status = ev["status"]
         leg = ev["leg"]
         safety.legislature(qn, node, leg, ev, src)
-        new = leg not in safety.legs
+        new, before = leg not in safety.legs, safety.current
         safety.install(leg, ev["members"], ev, src, executed=False)
+        self._joined(before)
         if new and leg in safety.legs:
             self.wedges.installed(leg, None, ev["ts_ms"])
         qn.watermark = ev["watermark"]
