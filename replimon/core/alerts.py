@@ -91,6 +91,10 @@ def alert_id(group: str, kind: str, key: object) -> str:
     return hashlib.blake2b(raw, digest_size=10).hexdigest()
 
 
+_QLOG_KEYS = ("num", "leg", "new_leg", "members", "ballot", "acked", "recovery", "phase", "old",
+              "new", "relocated", "synced_with", "watermark", "leader")
+
+
 def ref(event: dict[str, Any], src: dict[str, Any] | None = None) -> dict[str, Any]:
     """Evidence: the identifying fields of an event, plus where it was read (topic/partition/offset
     or file/line) when known."""
@@ -106,6 +110,10 @@ def ref(event: dict[str, Any], src: dict[str, Any] | None = None) -> dict[str, A
         out["view"] = event["view"]
     if "suspects" in event:
         out["suspects"] = event["suspects"]
+    if event["type"].startswith("qlog."):  # the quorum log's own fields (docs/families.md 3.2)
+        for key in _QLOG_KEYS:
+            if key in event:
+                out[key] = event[key]
     if src:
         out.update(src)
     return out

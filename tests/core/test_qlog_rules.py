@@ -538,7 +538,7 @@ def test_snapshot_shows_the_legislature_leader_and_frontier() -> None:
     assert snap["family"] == "qlog" and snap["config_version"] == 3
     assert snap["config"]["members"] == [{"id": "A", "leader": False}, {"id": "B", "leader": True},
                                          {"id": "C", "leader": False}]
-    assert snap["config"]["executed"] == 9
+    assert snap["config"]["executed"] == 9 and snap["decided"] == 9 and snap["executed_majority"] == 9
     assert snap["nodes"]["A"]["leader"] == "B" and snap["nodes"]["A"]["watermark"] == 10
 
 

@@ -208,13 +208,19 @@ class QlogRules:
             "members": [{"id": n, "leader": n in leaders} for n in members],
             "passed": self.passed_max, "executed": self.decided,
             "recovering": sorted([e[0], e[1], e[2]] for e in self.wedges.episodes.values())}
+        execs = sorted((ns.executed for m in members if (ns := nodes.get(m)) is not None
+                        and ns.executed >= 0), reverse=True)
+        need = majority(len(members))
         return {"family": QLOG, "config": config,
                 "config_version": None if cur is None else cur.num,
+                # the frontier a majority of M(L) has executed (the time series, docs/postgres.md)
+                "executed_majority": execs[need - 1] if members and len(execs) >= need else None,
                 "nodes": {
             node: {"member": node in members, "incarnation": ns.inc if ns else None,
                    "status": qn.status or None, "last_ts_ms": ns.last_ts if ns else None,
                    "suspects": list(ns.suspects) if ns else [],
                    "silent": ("silent:" + node) in self.ctx.open,
+                   "executed": ns.executed if ns else None,
                    "legislature": qn.leg, "watermark": qn.watermark, "leader": qn.leader or None}
             for node, qn in sorted(self.nodes.items()) for ns in (nodes.get(node),)}}
 
