@@ -272,7 +272,7 @@ def inside_run(command: str, injections: Any, duration_ms: int, duration: str) -
 def sim_options(family: str, settings: Any, *, seed: int | None, groups: int | None, nodes: int | None,
                 rate: float | None, duration_ms: int, start_ms: int) -> Any:
     """The simulator options of ``family`` from the settings and the flags (a flag wins). For
-    generations, ``rate`` is transactions per second per group."""
+    generations, ``rate`` is transactions per second per group; for qlog, values decrees."""
     if family == "gen":
         from replimon.producers.simulator_gen import SimOptions as GenOptions
 
@@ -281,6 +281,14 @@ def sim_options(family: str, settings: Any, *, seed: int | None, groups: int | N
                              seed=sim.seed if seed is None else seed, duration_ms=duration_ms,
                              start_ms=start_ms)
         return options if rate is None else dataclasses.replace(options, xacts_per_s=rate)
+    if family == "qlog":
+        from replimon.producers.simulator_qlog import SimOptions as QlogOptions
+
+        sim = settings.simulator
+        qopts = QlogOptions(groups=groups or sim.groups, nodes=nodes or sim.nodes,
+                            seed=sim.seed if seed is None else seed, duration_ms=duration_ms,
+                            start_ms=start_ms)
+        return qopts if rate is None else dataclasses.replace(qopts, decrees_per_s=rate)
     from replimon.producers.simulator import SimOptions
 
     return SimOptions.from_settings(settings, seed=seed, groups=groups, nodes=nodes, decisions_per_s=rate,

@@ -342,7 +342,7 @@ class QlogGroupSim:
         r.seq = 0
         r.lease_start = None
         r.replay_to, r.w = r.w, r.snapshot
-        r.next_hb = self.t + r.hb_phase_ms
+        r.next_hb = self.t  # it says it is back at once
 
     def disturb(self) -> None:
         """Background crashes and delays, one at a time, only when the group is settled."""

@@ -9,6 +9,7 @@ checker finds nothing" means something.
 from __future__ import annotations
 
 import io
+import json
 from collections import Counter
 from typing import Any
 
@@ -280,6 +281,30 @@ def test_the_stale_proposer_passes_with_a_majority_of_its_old_legislature() -> N
     assert executed == {f["leg"] + 1}  # everyone skipped the old legislature's decree
 
 
+def longest_member_silence(events: list[dict[str, Any]]) -> int:
+    """The longest time a member of the newest installed list went without publishing (what
+    NODE_SILENT watches: docs/families.md 3.5, members = M(L))."""
+    top, members, last, longest = 0, frozenset[str](), dict[str, int](), 0
+    for e in sorted(events, key=lambda e: e["ts_ms"]):
+        t = e["ts_ms"]
+        last[e["node"]] = t
+        got = (e["leg"], e["members"]) if e["type"] == "qlog.heartbeat" else \
+            (e["new_leg"], e["members"]) if e["type"] == "qlog.decree" and e["kind"] == "reconf" else None
+        if got is not None and got[0] > top:
+            top, members = got[0], frozenset(got[1])
+            last.update({m: max(last.get(m, t), t) for m in members if m not in last})
+        longest = max([longest, *(t - last[m] for m in members)])
+    return longest
+
+
+@pytest.mark.parametrize("fault", [None, *sorted(CATALOGUE)])
+def test_no_member_goes_silent_for_node_silent_s(fault: str | None) -> None:
+    """So the family-agnostic NODE_SILENT (5 s) stays quiet on clean runs and beside each fault."""
+    faults = (f"{fault}:ql1@10s",) if fault else ()
+    events = run(150_000, faults, groups=1, nodes=5, seed=5, restart_every_s=10)
+    assert longest_member_silence(events) < 5_000
+
+
 def test_injection_syntax_and_errors() -> None:
     inj = parse_injection("qlog_no_leader:ql2@1.5s")
     assert (inj.fault, inj.group, inj.at_ms) == ("qlog_no_leader", "ql2", 1_500)
@@ -306,4 +331,29 @@ def test_the_manifest_names_each_fault_and_its_alert() -> None:
     summary = sim.run()
     assert summary.faults == [{"fault": "qlog_no_leader", "alert": "QLOG_NO_LEADER", "group": "ql1",
                                "at_ms": 10_000, "ts_ms": 1767225610000, "node": summary.faults[0]["node"],
-                               "down_ms": 30_000}]
+                               "wedged_ms": 25_000}]
+
+
+# ---------------------------------------------------------------------------------- the CLI
+def test_replimon_simulate_family_qlog(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from replimon.cli import main
+    from tests.support import one_error_line
+
+    out = tmp_path / "qlog.jsonl"
+    assert main(["simulate", "--family", "qlog", "--seed", "5", "--groups", "2", "--nodes", "5",
+                 "--rate", "2", "--duration", "150s", "--out", str(out),
+                 "--inject", "qlog_recover_unsafe:ql2@10s"]) == 0
+    events = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {e["group"] for e in events} == {"ql1", "ql2"}
+    assert {e["type"] for e in events} == {"qlog.decree", "qlog.passed", "qlog.recover", "qlog.heartbeat"}
+    assert check(events) == {"ql1": set(), "ql2": {"QLOG_RECOVER_UNSAFE"}}
+    (fault,) = json.loads((tmp_path / "qlog.jsonl.faults.json").read_text())
+    assert (fault["fault"], fault["alert"], fault["group"]) == ("qlog_recover_unsafe", "QLOG_RECOVER_UNSAFE", "ql2")
+    capsys.readouterr()
+    assert main(["simulate", "--family", "qlog", "--list-faults"]) == 0
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in CATALOGUE)
+    assert main(["simulate", "--family", "qlog", "--nodes", "2", "--out", str(out)]) == 2
+    assert "3 replicas" in one_error_line(capsys)
+    assert main(["simulate", "--family", "raft", "--out", str(out)]) == 2
+    assert "xcom, gen or qlog" in one_error_line(capsys)
