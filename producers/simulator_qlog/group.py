@@ -18,8 +18,10 @@ What it models (docs/families.md 3.1; docs/seeds/003-qlog-reconfiguration-rfc.md
 * **Delayed replicas** neither ack nor learn decrees for a while; one far behind catches up from
   other replicas' logs, executing teleported decrees without a legislature (Note
   [Teleportation]).
-* **Restarts**: a new incarnation that keeps its persisted legislature and list and re-executes its
-  log from its last snapshot (a lower watermark, the same values).
+* **Restarts**: a new incarnation that keeps its persisted legislature and list ("we adopt the
+  membership list with the highest legislature") and re-executes its log from its last snapshot
+  (a lower watermark, the same values; the Reconfs are now ``skipped``: none opens a newer
+  legislature than the adopted one).
 * **Recover** (go/Recover): an operator's request served by a replica of the new membership. Its
   new hosts boot (a relocated one seeded with an old replica's state, a fresh one with the
   server's); once every acceptor of ``new`` is online it syncs (``prl_sync``, ``prl_query``) and
@@ -193,6 +195,9 @@ class QlogGroupSim:
                     r.replay_to = None
                     break
                 entry, teleported, outcome = done
+                v = entry.value
+                if v.kind == "reconf" and v.new_leg is not None and v.new_leg <= r.leg:
+                    outcome = "skipped"  # it opens no newer legislature than the one adopted at start
                 self.publish_decree(r, entry, teleported, outcome)
                 r.w += 1
             else:

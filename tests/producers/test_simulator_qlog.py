@@ -216,6 +216,8 @@ def test_a_crashed_leader_is_replaced_and_a_restart_replays_its_snapshot() -> No
             replays += 1  # a new incarnation starts below where the last one got to
         last[key] = max(last.get(key, 0), e["num"])
     assert replays >= 3
+    skipped = [e for e in events if e["type"] == "qlog.decree" and e["outcome"] == "skipped"]
+    assert skipped and all(e["kind"] == "reconf" and e["incarnation"] > 0 for e in skipped)
     replayed = Counter((e["node"], e["num"]) for e in events if e["type"] == "qlog.decree")
     assert max(replayed.values()) >= 2  # a decree re-executed after a restart
 
