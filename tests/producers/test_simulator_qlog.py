@@ -87,6 +87,65 @@ def test_the_checker_on_the_worked_examples(example: str) -> None:
     assert check(events) == {"ql1": expected}
 
 
+def _hb(ts: int, node: str, s: Counter[str], leg: int, members: list[str], leader: str | None = None) -> dict[str, Any]:
+    extra = {"leader": leader} if leader else {}
+    return _ev(ts, node, "heartbeat", s, leg=leg, members=members, watermark=10, **extra, status="active",
+               suspects=[])
+
+
+def _passed(ts: int, node: str, s: Counter[str], num: int, leg: int, acked: list[str], value: dict[str, Any],
+            acceptors: list[str], recovery: bool = False) -> dict[str, Any]:
+    return _ev(ts, node, "passed", s, num=num, leg=leg, ballot={"n": 1, "proposer": node}, acceptors=acceptors,
+               acked=acked, **value, recovery=recovery)
+
+
+ABC = ["A", "B", "C"]
+
+
+def test_the_checker_on_the_other_forms() -> None:
+    """The forms the worked examples and the catalogue leave out, each with its near miss."""
+    s: Counter[str] = Counter()
+    # (c): legislature 4 with two member sets; the same set in another order is not one
+    assert check([_hb(0, "A", s, 4, ABC), _hb(0, "B", s, 4, ["C", "B", "A"])]) == {"ql1": set()}
+    assert check([_hb(0, "A", s, 4, ABC), _hb(0, "B", s, 4, ["A", "B"])]) == {"ql1": {"QLOG_DIVERGENT_DECREE"}}
+    # OBSOLETE, second form: a Reconf not opening a newer legislature than the last one it ran
+    base = [_hb(0, "A", s, 4, ABC),
+            _ev(10, "A", "decree", s, num=5, leg=4, **_reconf(6, ABC), outcome="executed")]
+    late = _ev(20, "A", "decree", s, num=7, leg=6, **_reconf(5, ABC), outcome="executed")
+    assert check([*base, late]) == {"ql1": {"QLOG_OBSOLETE_DECREE_EXECUTED"}}
+    assert check([*base, {**late, "outcome": "skipped"}]) == {"ql1": set()}
+    # a values decree without a majority, exempt while its proposer's synced recovery is open
+    rec = {"leg": 4, "old": ABC, "new": ["A", "X", "Y"], "relocated": [{"node": "X", "from": "B"}]}
+    synced = [_ev(30, "A", "recover", s, phase="started", **rec),
+              _ev(31, "A", "recover", s, phase="synced", **rec, synced_with=["A", "X", "Y"])]
+    minority = _passed(40, "A", s, 8, 4, ["A", "X"], {"kind": "values", "digest": "bb"}, ["A", "X", "Y"])
+    assert check([*base, minority]) == {"ql1": {"QLOG_DECREE_WITHOUT_QUORUM"}}
+    assert check([*base, *synced, minority]) == {"ql1": set()}
+    # RECOVER_UNSYNCED, second form: synced, but acked by a minority of new
+    reconf = _reconf(5, ["A", "X", "Y"])
+    assert check([*base, *synced, _passed(50, "A", s, 9, 4, ["A"], reconf, ["A", "X", "Y"], True)]) == {
+        "ql1": {"QLOG_RECOVER_UNSYNCED"}}
+    assert check([*base, *synced, _passed(50, "A", s, 9, 4, ["A", "Y"], reconf, ["A", "X", "Y"], True)]) == {
+        "ql1": set()}
+
+
+def test_the_checker_wedges() -> None:
+    s: Counter[str] = Counter()
+    led = [_hb(t, "A", s, 4, ABC, leader="A") for t in range(0, 20_000, 1_000)]
+    quiet = [_hb(t, "A", s, 4, ABC) for t in range(20_000, 40_000, 1_000)]
+    assert check(led + quiet[:14]) == {"ql1": set()}
+    assert check(led + quiet) == {"ql1": {"QLOG_NO_LEADER"}}
+    # a recover episode: same-set renewals (new legislatures) do not close it; a Reconf to new does
+    rec = {"leg": 4, "old": ABC, "new": ["A", "B", "X"], "relocated": [{"node": "X", "from": "C"}]}
+    start = [_ev(0, "A", "recover", s, phase="started", **rec)]
+    renewals = [_ev(t, "A", "decree", s, num=t // 1_000, leg=4 + t // 2_000, **_reconf(5 + t // 2_000, ABC),
+                    outcome="executed") for t in range(0, 70_000, 2_000)]
+    leading = [_hb(t, "A", s, 40, ABC, leader="A") for t in range(500, 70_000, 1_000)]
+    assert check(start + renewals + leading) == {"ql1": {"QLOG_RECOVER_STUCK"}}
+    done = _ev(50_000, "A", "decree", s, num=99, leg=99, **_reconf(100, ["A", "B", "X"]), outcome="executed")
+    assert check([*start, *renewals[:20], done]) == {"ql1": set()}
+
+
 # -------------------------------------------------------------------------------- the runs
 def run(duration_ms: int = 60_000, faults: tuple[str, ...] = (), **opts: Any) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
