@@ -322,7 +322,8 @@ class QlogGroupSim:
     # ------------------------------------------------------------------------------ the tick
     def members(self) -> tuple[str, ...]:
         """The newest installed list."""
-        return max((r for r in self.nodes.values() if r.up), key=lambda r: r.leg).members
+        return max((r for r in self.nodes.values() if r.up or r.down_until is not None),
+                   key=lambda r: r.leg).members
 
     def settled(self) -> bool:
         """A leader, every member up, live and caught up, no recovery under way."""
