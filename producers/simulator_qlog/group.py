@@ -49,6 +49,7 @@ Wait = Callable[[], bool]
 TELEPORT_AFTER = 20  # a delayed replica further behind than this catches up by teleportation
 REPLAY_PER_TICK = 10
 SNAPSHOT_EVERY = 25
+DETECTOR_MS = 5_000  # a replica suspects a peer it has not heard from for this long
 
 
 @dataclass
@@ -119,13 +120,14 @@ class QlogGroupSim:
         if leader is not None:
             body["leader"] = leader
         body["status"] = status
-        body["suspects"] = [m for m in r.members if m != r.id and not self.reaches(m)]
+        body["suspects"] = [m for m in r.members if m != r.id and self.suspected(m)]
         body.update(self.hb_tamper.pop(r.id, {}))
         self.publish(r, "qlog.heartbeat", body)
 
-    def reaches(self, node: str) -> bool:
+    def suspected(self, node: str) -> bool:
+        """A failure detector as XCom's: a peer down for ``DETECTOR_MS`` or more."""
         other = self.nodes.get(node)
-        return other is not None and other.up
+        return other is None or (other.down_since is not None and self.t - other.down_since >= DETECTOR_MS)
 
     # -------------------------------------------------------------------------------- decrees
     def frontier(self) -> int:
@@ -338,12 +340,13 @@ class QlogGroupSim:
             r.lost = True
         else:
             r.down_until = self.t + ms
+        r.down_since = self.t
         r.delayed_until = r.lease_wait = None
         r.recovering = False
 
     def restart(self, r: Replica) -> None:
         """A new incarnation: persisted legislature and list, re-executing from its snapshot."""
-        r.down_until = None
+        r.down_until = r.down_since = None
         r.incarnation += 1
         r.seq = 0
         r.lease_start = None

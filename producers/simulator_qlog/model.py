@@ -84,6 +84,7 @@ class Replica:
     ballot: int = 0
     booted: bool = True  # False: a host that recover spawns, not up yet
     down_until: int | None = None  # crashed; restarts (a new incarnation) at this time
+    down_since: int | None = None  # when it crashed (what its peers' failure detectors see)
     lost: bool = False  # crashed for good (its disk may seed a relocated replica)
     retired: bool = False  # removed from the membership by a Reconf it executed: stops
     delayed_until: int | None = None  # slow: neither acks nor learns decrees until then

@@ -364,6 +364,22 @@ def test_no_member_goes_silent_for_node_silent_s(fault: str | None) -> None:
     faults = (f"{fault}:ql1@10s",) if fault else ()
     events = run(150_000, faults, groups=1, nodes=5, seed=5, restart_every_s=10)
     assert longest_member_silence(events) < 5_000
+    assert not any(e["type"] == "qlog.heartbeat" and e["suspects"] for e in events)  # QUORUM_* quiet too
+
+
+def test_a_peer_down_for_5_s_is_suspected() -> None:
+    events: list[dict[str, Any]] = []
+    sim = Simulator(SimOptions(groups=1, nodes=3, duration_ms=40_000, seed=5, restart_every_s=0,
+                               delay_every_s=0), [], events.append)
+    while sim.t < 20_000:
+        sim.step()
+    g = sim.groups["ql1"]
+    g.crash(g.nodes["n3"], 7_000)
+    sim.run()
+    suspected = sorted({(e["ts_ms"] - 1767225600000) // 1000 for e in events
+                        if e["type"] == "qlog.heartbeat" and e["suspects"] == ["n3"]})
+    assert suspected and suspected[0] >= 24 and suspected[-1] <= 27
+    assert not any(e["type"] == "qlog.heartbeat" and e["suspects"] and e["suspects"] != ["n3"] for e in events)
 
 
 def test_injection_syntax_and_errors() -> None:
