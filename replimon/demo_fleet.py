@@ -16,17 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any
 
 from rich.table import Table
 
 from replimon.console import sim_options
 from replimon.producers import simulator as xcom_sim
 from replimon.producers import simulator_gen as gen_sim
-from replimon.producers.simulator.faults import Injection as XcomInjection
+from replimon.producers.fleet_run import Injection
 from replimon.producers.simulator.fleet import group_names as xcom_names
 from replimon.producers.simulator.group import GroupSim
-from replimon.producers.simulator_gen.faults import Injection as GenInjection
 from replimon.producers.simulator_gen.fleet import group_names as gen_names
 from replimon.producers.simulator_gen.group import GenGroupSim
 from replimon.producers.simulator_gen.model import majority
@@ -53,7 +52,6 @@ GEN_FAULTS = [
 ]
 
 Sink = Callable[[dict[str, Any]], None]
-Injection: TypeAlias = XcomInjection | GenInjection
 
 
 def parse_families(text: str) -> tuple[str, ...]:
@@ -78,7 +76,8 @@ def parse_injection(text: str) -> Injection:
 
 
 def is_gen(inj: Injection) -> bool:
-    return isinstance(inj, GenInjection)
+    """A generations fault (the simulators share one ``Injection``: the catalogue tells them apart)."""
+    return inj.fault in gen_sim.CATALOGUE
 
 
 @dataclass(frozen=True)
@@ -113,8 +112,8 @@ class DemoFleet:
         self.injections = list(injections)
         self.buffer: list[dict[str, Any]] = []
         self._sink: Sink = self.buffer.append
-        xcom_inj = [i for i in injections if isinstance(i, XcomInjection)]
-        gen_inj = [i for i in injections if isinstance(i, GenInjection)]
+        xcom_inj = [i for i in injections if not is_gen(i)]
+        gen_inj = [i for i in injections if is_gen(i)]
         if xcom_inj and "xcom" not in choice.families:
             raise ValueError(f"--inject {xcom_inj[0].fault}: an XCom fault, and xcom is not in --families")
         if gen_inj and "gen" not in choice.families:

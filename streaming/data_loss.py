@@ -3,7 +3,7 @@ history (docs/operations.md, "Data loss").
 
 The source (``dataLossMarkers``, ``streaming/sources/kafka/markers.py``) puts a marker row in
 the micro-batch that sees a partition's offsets move back (a topic re-created, a broker restarted
-without its data); the decode stage sends each marker to every state bucket under `LOSS_KEY`
+without its data) or records deleted from its front before they were read (retention); the decode stage sends each marker to every state bucket under `LOSS_KEY`
 (``decode.py``); here the processor turns them, per bucket, into:
 
 * one DATA_LOST alert per group that has state (a data alert naming the partitions, the offset
@@ -35,6 +35,7 @@ from typing import Any
 from replimon.core import GroupMonitor
 from replimon.core.alerts import FIRING, RESOLVED, Alert, alert_id
 from replimon.streaming.rows import unpack
+from replimon.streaming.sources.kafka.markers import TRUNCATED
 
 LOSS_KEY = "#data-loss"  # never a group id (contract ids are [A-Za-z0-9._:-])
 KIND = "DATA_LOST"
@@ -42,6 +43,10 @@ KIND = "DATA_LOST"
 
 def describe(loss: dict[str, Any]) -> str:
     """One marker in words."""
+    if loss.get("cause") == TRUNCATED:
+        return (f"{loss['topic']}-{loss['partition']} lost offsets {loss['from']}.."
+                f"{loss['to'] - 1} (deleted before they were read: retention or deleted records; "
+                f"read on from {loss['earliest']})")
     return (f"{loss['topic']}-{loss['partition']} moved back from offset {loss['from']} to "
             f"{loss['to']} (offsets {loss['from']}.. of the old log were never read; the new log "
             f"is read from {loss['earliest']})")

@@ -102,6 +102,15 @@ def test_broker_unreachable_or_without_topics(tmp_path: Path, postgres: Embedded
     assert "has no topic" in line and f"{topic_prefix}absent" in line
 
 
+def _cmdline(pid: int) -> str:
+    """The command line of ``pid``; "" once it has exited (a short-lived helper of the server
+    may go between listing the processes and reading this)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return ""
+
+
 def _children(pid: int) -> list[int]:
     """Every descendant of ``pid`` (from /proc)."""
     parents: dict[int, int] = {}
@@ -137,7 +146,7 @@ def test_db_notices_its_server_died(tmp_path: Path) -> None:
     proc = _start(["db"], clean_environ(), tmp_path)
     try:
         _ready(proc, "REPLIMON_POSTGRES__DSN=")
-        postmaster = [p for p in _children(proc.pid) if "postgres" in Path(f"/proc/{p}/cmdline").read_text()]
+        postmaster = [p for p in _children(proc.pid) if "postgres" in _cmdline(p)]
         assert postmaster
         for pid in postmaster:
             os.kill(pid, signal.SIGKILL)

@@ -112,13 +112,24 @@ class Reference:
         return None
 
     def note(self, key: tuple[str, str], ts: int) -> None:
-        if ts <= self.latest.get(key, -1):
+        latest = self.latest
+        if ts <= latest.get(key, -1):
             return
-        self.latest[key] = ts
-        top = [(t, k) for t, k in self.top if k != key]
-        top.append((ts, key))
-        top.sort(reverse=True)
-        self.top = top[:2]
+        latest[key] = ts
+        # The two highest times of distinct nodes, updated in place: this runs for nearly every
+        # event, and ``others`` only needs the highest time of a node other than its caller (any
+        # order among equal times gives the same answer).
+        top = self.top
+        if top and top[0][1] == key:
+            top[0] = (ts, key)
+        elif len(top) > 1 and top[1][1] == key:
+            top[1] = (ts, key)
+            if ts > top[0][0]:
+                top.reverse()
+        elif not top or ts > top[0][0]:
+            self.top = [(ts, key), *top[:1]]
+        elif len(top) < 2 or ts > top[1][0]:
+            self.top = [top[0], (ts, key)]
 
 
 def screen(gm: GroupMonitor, items: list[Any], bound: int, now: int | None) -> tuple[list[Any], list[Alert]]:

@@ -50,10 +50,29 @@ class Monitor:
     def process(self, ev: dict[str, Any], src: Src = None) -> list[Alert]:
         """Take one event (arrival order): fire the timers it passes, then feed its group (an
         event whose time is not confirmed yet is held: module doc)."""
+        group = ev["group"]
+        key = (group, ev["node"])
+        # The common case first, with nothing but lookups (every event passes here): nothing
+        # held, a known group, a node within the bound of another node's time. ``_screen`` takes
+        # the rest with the same verdicts.
+        if not self._pending and key not in self._skewed and group in self.families:
+            top = self._ref.top
+            if top and top[0][1] != key:
+                reference = top[0][0]
+            elif len(top) > 1:
+                reference = top[1][0]
+            else:
+                return self._screen(ev, src, key)
+            if reference < 0 or ev["ts_ms"] - reference <= self.limits.clock_skew_ms:
+                return self._feed(ev, src, reference=reference)
+        return self._screen(ev, src, key)
+
+    def _screen(self, ev: dict[str, Any], src: Src, key: tuple[str, str]) -> list[Alert]:
+        """``process`` for an event that may be held or judged against the clock bound."""
         out: list[Alert] = []
-        key = (ev["group"], ev["node"])
-        if ev["group"] not in self.families:
-            self.families[ev["group"]] = pinned(ev["group"], self.pins) or family_of(ev["type"])
+        group = key[0]
+        if group not in self.families:
+            self.families[group] = pinned(group, self.pins) or family_of(ev["type"])
         if self._pending:
             if key == self._suspect:
                 self._pending.append((ev, src))
@@ -63,15 +82,17 @@ class Monitor:
             out.extend(self._decide(ev))
         ts, bound = ev["ts_ms"], self.limits.clock_skew_ms
         reference = self._ref.others(key)
+        # clocks.judge, inline (every event passes here)
+        ahead = reference is not None and reference >= 0 and ts - reference > bound
         if key in self._skewed:
-            if clocks.judge(ts, reference, bound):
+            if ahead:
                 out.extend(self._feed_skewed(ev, src, self.clock))
                 return out
             self._skewed.discard(key)  # back within the bound
-        elif (reference is None and key not in self._ref.latest) or clocks.judge(ts, reference, bound):
+        elif ahead or (reference is None and key not in self._ref.latest):
             self._suspect, self._pending = key, [(ev, src)]
             return out
-        out.extend(self._feed(ev, src))
+        out.extend(self._feed(ev, src, reference=reference))
         return out
 
     def conflict(self, ev: dict[str, Any]) -> str | None:
@@ -118,23 +139,26 @@ class Monitor:
             g = self.groups[name] = GroupMonitor(name, self.limits, self.families[name])
         return g
 
-    def _feed(self, ev: dict[str, Any], src: Src, trusted: bool = True) -> list[Alert]:
+    def _feed(self, ev: dict[str, Any], src: Src, trusted: bool = True, *,
+              reference: int | None | bool = False) -> list[Alert]:
+        """Feed one event to its group (``reference``: the other nodes' best time when the
+        caller has it, else False)."""
         out: list[Alert] = []
         ts = key_ts = ev["ts_ms"]
         if trusted:
             key = (ev["group"], ev["node"])
             # Within the bound too, one node leads the outside clock by at most the skew: its
             # time is only the outside clock's once another node's comes near it.
-            others = self._ref.others(key)
-            if others is not None:
-                key_ts = min(ts, others + self.limits.skew_ms)
+            others = self._ref.others(key) if reference is False else reference
+            if others is not None and others + self.limits.skew_ms < ts:
+                key_ts = others + self.limits.skew_ms
             self._ref.note(key, ts)
         if key_ts > self.clock:
             self.clock = key_ts
             if self._timers and self._timers[0][0] <= key_ts:
                 out.extend(self._fire_due())
         name = ev["group"]
-        g = self._group(ev)
+        g = self.groups.get(name) or self._group(ev)
         if key_ts < ts and name in self._scheduled:
             # The event's own group sees its time at once, as before it is fed (a group that
             # resumes after a group-wide silence gets its GROUP_SILENT first, also when it is the
@@ -142,7 +166,11 @@ class Monitor:
             when = g.next_timer()
             if when is not None and when <= ts:
                 out.extend(g.on_timer(ts))
-        out.extend(g.on_event(ev, src))
+        alerts = g.on_event(ev, src)
+        if out:
+            out.extend(alerts)
+        else:
+            out = alerts
         if name not in self._scheduled:
             when = g.next_timer()
             if when is not None:

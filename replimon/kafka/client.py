@@ -60,6 +60,7 @@ from replimon.kafka.consumers import (
     where,
 )
 from replimon.kafka.offsets import TP
+from replimon.kafka.outage import BrokerWatch
 from replimon.kafka.reading import Gap, RecordsUnavailable, Span, read_ranges
 
 INF = 2**63 - 1  # the "timestamp" of an offset with no record before the end (probes)
@@ -183,6 +184,11 @@ class KafkaClient:
             if todo:
                 time.sleep(0.1)
         return out
+
+    def earliest(self, tps: Sequence[TP]) -> dict[TP, int]:
+        """The earliest offset each partition still holds (ListOffsets(earliest), correct on
+        every broker): records before it are gone (retention, deleted records)."""
+        return self._list_offsets(tps, OffsetSpec.earliest()) if tps else {}
 
     def watermarks(self, tps: Sequence[TP]) -> dict[TP, tuple[int, int]]:
         """(earliest, reported latest) per partition. The reported latest may be short of the
@@ -396,17 +402,18 @@ class KafkaClient:
     # -- reading ------------------------------------------------------------------------------
 
     def read(self, spans: Mapping[TP, Span], *, on_gap: Gap | None = None,
-             reset: str = "error", chunk: int = 10_000) -> Generator[list[Any], None, None]:
+             reset: str = "error", chunk: int = 10_000,
+             watch: BrokerWatch | None = None) -> Generator[list[Any], None, None]:
         """The records of ``spans`` (``{(topic, partition): (from, until)}``, until None: to the
         true end; from may be ``BEGINNING``) as lists of confluent-kafka messages, in offset
         order per partition (``reading.py`` says what is guaranteed and what goes to
         ``on_gap``). A consumer of its own, closed when the iteration ends; ``reset``: its
         ``auto.offset.reset`` ("error": a start that is gone is a gap; "earliest": read on
-        from the oldest record held)."""
-        consumer = Consumer(consumer_config(self.config, reset=reset))
+        from the oldest record held); ``watch``: wait out a broker outage (``outage.py``)."""
+        consumer = Consumer(consumer_config(self.config, reset=reset, reader=True))
         try:
             yield from read_ranges(consumer, spans, timeout_s=self.timeout_s, on_gap=on_gap,
-                                   chunk=chunk, timeout_hint=self.timeout_hint)
+                                   chunk=chunk, timeout_hint=self.timeout_hint, watch=watch)
         finally:
             consumer.close()
 

@@ -20,6 +20,8 @@ log = logging.getLogger("replimon.kafka")
 
 DEFAULT_GROUP_ID = "replimon-kafka-client"  # required by librdkafka; never joined or committed
 DEFAULT_TIMEOUT_S = 120.0  # how long a call may go without progress (Spark's pollTimeoutMs)
+READER_ID = "replimon-reader"  # client.id of the consumers that read ranges
+PLANNER_ID = "replimon-planner"  # client.id of those that find ends and probe timestamps
 READ_UNCOMMITTED = "read_uncommitted"  # the Java client's default, which Spark uses
 IDLE_CHECK_S = 1.0  # after this long without a record, ask the fetch high watermark
 
@@ -43,13 +45,16 @@ QUIET = {"log_level": 2}
 
 
 def consumer_config(config: Mapping[str, Any], *, reset: str = "error",
-                    probe: bool = False) -> dict[str, Any]:
+                    probe: bool = False, reader: bool = False) -> dict[str, Any]:
     """librdkafka consumer config: defaults, then the caller's ``config``, then what the client
     owns. ``reset``: where a read whose offset is gone goes (``auto.offset.reset``): "error"
     reports it, "earliest" moves on from the oldest record still held. ``probe``: a consumer
-    that reads single records near the end, where an empty fetch should answer quickly."""
+    that reads single records near the end, where an empty fetch should answer quickly.
+    ``client.id`` (unless the caller sets one) tells a broker's logs and quotas which of the
+    client's consumers asks: ``replimon-reader`` reads ranges, ``replimon-planner`` plans."""
     conf: dict[str, Any] = {
         **QUIET,
+        "client.id": READER_ID if reader else PLANNER_ID,
         "group.id": DEFAULT_GROUP_ID,
         "isolation.level": READ_UNCOMMITTED,
         "enable.auto.commit": False,

@@ -13,7 +13,10 @@ sample, the replay's checkpoint records and the tests all read through it (by wa
 * what cannot be read is reported, never skipped in silence: a range that ends early (EOF, or
   the broker's silence past the end, below) or whose offset is out of range goes to ``on_gap``
   (default: raise `RecordsUnavailable`); a read that makes no progress for ``timeout_s`` raises
-  TimeoutError.
+  TimeoutError;
+* with a ``watch`` (`replimon.kafka.outage.BrokerWatch`), time during which no broker answers
+  does not count against ``timeout_s``: the read waits for the broker (librdkafka reconnects by
+  itself) and goes on where it stood, with one line when the broker is lost and one when back.
 
 A fetch past the end of a partition gets neither records nor an error nor EOF on the embedded
 broker (Apache Kafka answers OFFSET_OUT_OF_RANGE). A read that gets nothing for
@@ -31,6 +34,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from replimon.kafka.consumers import IDLE_CHECK_S, OUT_OF_RANGE, check_error, where
 from replimon.kafka.offsets import TP
+from replimon.kafka.outage import BrokerWatch
 
 BEGINNING = OFFSET_BEGINNING  # a range's start: the oldest record the partition still holds
 Span = tuple[int, int | None]  # from (inclusive, or BEGINNING), until (exclusive; None: the end)
@@ -48,11 +52,12 @@ def _raise(_tp: TP, message: str) -> None:
 
 
 def read_ranges(consumer: Any, spans: Mapping[TP, Span], *, timeout_s: float,
-                on_gap: Gap | None = None, chunk: int = 10_000,
-                timeout_hint: str = "") -> Iterator[list[Any]]:
+                on_gap: Gap | None = None, chunk: int = 10_000, timeout_hint: str = "",
+                watch: BrokerWatch | None = None) -> Iterator[list[Any]]:
     """The records of ``spans`` (module docstring) as lists of confluent-kafka messages (no
     error events), read with ``consumer`` (assigned here, left assigned). ``chunk``: at most
-    this many messages a consume call; ``timeout_hint`` ends the timeout's message."""
+    this many messages a consume call; ``timeout_hint`` ends the timeout's message; ``watch``:
+    waits out a broker outage (module docstring)."""
     report = on_gap or _raise
     # tp -> [next offset wanted, until]: mutated in place, one lookup a record.
     pending = {tp: [start, _OPEN if until is None else until]
@@ -60,7 +65,8 @@ def read_ranges(consumer: Any, spans: Mapping[TP, Span], *, timeout_s: float,
     if not pending:
         return
     consumer.assign([TopicPartition(t, p, state[0]) for (t, p), state in pending.items()])
-    last_progress = time.monotonic()
+    last_progress = quiet = time.monotonic()  # quiet: the last record, outages included
+    probed = last_progress  # the watch's last question
     while pending:
         # No more than the ranges still hold (+1 a partition for its EOF event): what a read
         # takes past its end would be fetched for nothing.
@@ -70,11 +76,20 @@ def read_ranges(consumer: Any, spans: Mapping[TP, Span], *, timeout_s: float,
             idle = time.monotonic() - last_progress
             if idle > IDLE_CHECK_S:
                 _past_the_end(consumer, pending, report)
+            now = time.monotonic()
+            if pending and watch is not None and min(idle, now - probed) > watch.probe_s:
+                probed = now
+                if watch.stalled(consumer, quiet):
+                    last_progress = now  # an outage: its time is not the read's timeout
+                    continue
             if pending and idle > timeout_s:
                 raise TimeoutError(
                     f"no record from {_describe(pending)} for {timeout_s:g} s" + timeout_hint)
             continue
-        last_progress = time.monotonic()
+        if any(msg.topic() is not None for msg in msgs):  # not only client-level errors
+            last_progress = quiet = time.monotonic()
+            if watch is not None:
+                watch.back()
         out: list[Any] = []
         for msg in msgs:
             err = msg.error()

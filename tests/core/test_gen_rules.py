@@ -217,6 +217,26 @@ def test_xact_divergent_and_an_abort_everywhere() -> None:
     assert ok.kinds() == set()
 
 
+def test_xact_outcomes_are_compared_within_the_window_and_forgotten_oldest_first() -> None:
+    """Traced gids are kept for XACT_KEEP_MS of group time (docs/rules.md, the generations
+    family): an outcome inside the window is compared, one after it is not."""
+    from replimon.core.rules.gen.safety import XACT_KEEP_MS
+
+    inside = Trace()
+    switched(inside, ts=500)
+    inside.xact("A", 1000, "X", 9, "committed", "coordinator", xmembers=ABC)
+    inside.xact("B", 1000 + XACT_KEEP_MS // 2, "Y", 9, "committed", "coordinator", xmembers=ABC)
+    inside.xact("C", 1000 + XACT_KEEP_MS, "X", 9, "aborted", "replica")
+    assert "GEN_XACT_DIVERGENT" in inside.kinds()
+    after = Trace()
+    switched(after, ts=500)
+    after.xact("A", 1000, "X", 9, "committed", "coordinator", xmembers=ABC)
+    after.xact("B", 1000 + XACT_KEEP_MS // 2, "Y", 9, "committed", "coordinator", xmembers=ABC)
+    after.xact("B", 1000 + XACT_KEEP_MS + 5_000, "Z", 9, "committed", "coordinator", xmembers=ABC)
+    after.xact("C", 1000 + XACT_KEEP_MS + 6_000, "X", 9, "aborted", "replica")
+    assert "GEN_XACT_DIVERGENT" not in after.kinds()  # (the gaps make silences: not the point)
+
+
 
 def e1(near_miss: bool = False, cut_after: int | None = None) -> Trace:
     """docs/families.md 2.8 E1: C gets online on a ParallelSafe record from A, which is still

@@ -17,7 +17,9 @@ from replimon.streaming.data_loss import LOSS_KEY
 from replimon.streaming.decode import decode_batches
 from replimon.streaming.processor import LIVE, MonitorLogic, parse_groups
 from replimon.streaming.rows import CLOCK_KEY, bucket_of, pack, unpack
-from replimon.streaming.sources.kafka.markers import loss, marker_batch
+from replimon.streaming.sources.kafka import reader as source
+from replimon.streaming.sources.kafka.markers import loss, marker_batch, read_marker, truncation
+from replimon.streaming.sources.kafka.options import parse_options
 from replimon.streaming.sources.kafka.schema import ARROW_SCHEMA
 from tests.support.stateful import MemoryState, MemoryTimers
 
@@ -33,7 +35,8 @@ def simulate(seconds: int, *faults: str, groups: int = 3) -> list[dict[str, Any]
 
 
 def run_batches(logic: MonitorLogic, batches: list[tuple[int, list[dict[str, Any]], bool]],
-                states: dict[int, MemoryState] | None = None) -> list[tuple[Any, ...]]:
+                states: dict[int, MemoryState] | None = None,
+                marker: dict[str, Any] = LOSS) -> list[tuple[Any, ...]]:
     """Micro-batches in Spark's order (each bucket's rows, then the timers due); a batch's flag
     puts a data-loss marker in it, sent to every bucket as the decode stage does."""
     states = states if states is not None else defaultdict(MemoryState)
@@ -43,7 +46,7 @@ def run_batches(logic: MonitorLogic, batches: list[tuple[int, list[dict[str, Any
         rows: dict[int, list[tuple[str, bytes]]] = defaultdict(list)
         if marked:
             for b in range(logic.buckets):
-                rows[b].append((LOSS_KEY, pack(LOSS)))
+                rows[b].append((LOSS_KEY, pack(marker)))
         for i, ev in enumerate(evs):
             rows[bucket_of(ev["group"], logic.buckets)].append(
                 (ev["group"], pack([(f"replica.{ev['type']}", 0, i, ev)])))
@@ -140,3 +143,69 @@ def test_decode_sends_each_marker_to_every_bucket() -> None:
     assert sorted(r["bucket"] for r in marks) == [0, 1, 2, 3]
     assert all(unpack(r["items"]) == LOSS for r in marks)
     assert [r["group"] for r in rows if r["group"] != LOSS_KEY] == [ev["group"]]  # not a dead letter
+
+
+class _Earliest:
+    """The client calls ``partitions()`` makes: where each partition starts now."""
+
+    def __init__(self, lows: dict[tuple[str, int], int]) -> None:
+        self.lows = lows
+        self.asked: list[tuple[str, int]] = []
+
+    def earliest(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        self.asked += tps
+        return {tp: self.lows[tp] for tp in tps}
+
+
+def _plan(lows: dict[tuple[str, int], int], start: dict[str, Any], end: dict[str, Any],
+          markers: bool = True) -> tuple[list[tuple[str, int, int, int]], list[dict[str, Any]]]:
+    opts = parse_options({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t",
+                          "failOnDataLoss": "false", "dataLossMarkers": str(markers).lower()})
+    r = source.KafkaStreamReader(opts)
+    r._client = _Earliest(lows)  # type: ignore[assignment]
+    parts = r.partitions(start, end)
+    ranges = [(p.topic, p.partition, p.start, p.until) for p in parts]
+    return ranges, getattr(parts[0], "losses", []) if parts else []
+
+
+def test_records_deleted_before_they_were_read_get_a_marker_naming_the_range() -> None:
+    """Retention deleted offsets 100-119 of t-0 before the job read them: the batch reads t-0
+    from 120, after a marker naming [100, 120); t-1 (nothing deleted) reads as planned."""
+    start, end = {"t": {"0": 100, "1": 5}}, {"t": {"0": 150, "1": 9}}
+    ranges, losses = _plan({("t", 0): 120, ("t", 1): 0}, start, end)
+    assert ranges == [("t", 0, 120, 150), ("t", 1, 5, 9)]
+    assert losses == [truncation("t", 0, 100, 120)]
+    assert losses[0] == {"topic": "t", "partition": 0, "from": 100, "to": 120, "earliest": 120,
+                         "cause": "truncated"}
+    # The marker row carries it to the job.
+    assert read_marker(marker_batch(losses).column(1)[0].as_py()) == losses[0]
+    # Everything the batch was to read is gone (and more): the lost range ends at the batch's
+    # end, the next batch names the rest.
+    ranges, losses = _plan({("t", 0): 170, ("t", 1): 0}, start, end)
+    assert [r for r in ranges if r[1] == 0] == [] and losses == [truncation("t", 0, 100, 150)]
+    ranges, losses = _plan({("t", 0): 170, ("t", 1): 0}, end, {"t": {"0": 180, "1": 9}})
+    assert ranges == [("t", 0, 170, 180)] and losses == [truncation("t", 0, 150, 170)]
+    # Without markers: as before, read from the batch's start (the consumer skips what is gone).
+    ranges, losses = _plan({("t", 0): 120, ("t", 1): 0}, start, end, markers=False)
+    assert ranges == [("t", 0, 100, 150), ("t", 1, 5, 9)] and losses == []
+    # Nothing deleted: no marker.
+    client_lows = {("t", 0): 0, ("t", 1): 0}
+    ranges, losses = _plan(client_lows, start, {"t": {"0": 150, "1": 5}})
+    assert ranges == [("t", 0, 100, 150)] and losses == []
+
+
+def test_a_truncation_resets_the_groups_with_the_lost_range_named() -> None:
+    """The marker of a front truncation resets every group as a move back does (a DATA_LOST
+    each, state dropped); its message names the lost offsets."""
+    events = simulate(20)
+    start = min(e["ts_ms"] for e in events)
+    cut = truncation("replica.decisions", 1, 300, 420)
+    batches = [(start + (b + 1) * 1000, [e for e in events if start + b * 1000 <= e["ts_ms"] < start + (b + 1) * 1000],
+                b == 12) for b in range(20)]
+    out = alerts(run_batches(MonitorLogic(Limits(), LIVE, 5), batches, marker=cut))
+    lost = [a for a in out if a["kind"] == "DATA_LOST"]
+    assert sorted(a["group"] for a in lost) == ["g1", "g2", "g3"]
+    for a in lost:
+        assert "replica.decisions-1 lost offsets 300..419 (deleted before they were read" in a["message"]
+        assert a["evidence"] == [cut]
+    assert len({a["alert_id"] for a in lost}) == 3

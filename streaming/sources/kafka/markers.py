@@ -2,19 +2,24 @@
 
 With ``failOnDataLoss=false`` a partition whose offset moved back (the topic re-created, a broker
 restarted without its data) is only logged by Spark's rule, and the query reads on from the new
-end: a consumer that keeps state across records cannot tell that its history was cut. With
-``dataLossMarkers=true`` the micro-batch that sees the move carries one marker row per such
-partition, and reads the new log from its earliest offset instead of skipping to its end:
+end; records deleted from the front of a partition before the query read them (retention) are
+skipped in silence: a consumer that keeps state across records cannot tell that its history was
+cut. With ``dataLossMarkers=true`` the micro-batch that sees such a loss carries one marker row
+per partition, and reads on from the partition's earliest offset:
 
 * ``offset`` -1 (never a record's offset), ``key`` `MARKER_KEY`, ``timestamp`` the epoch,
   ``timestampType`` -1, ``topic`` / ``partition`` the partition that moved;
-* ``value``: JSON ``{"topic", "partition", "from", "to", "earliest"}``: the offset the query had
-  read up to (records of the old log at and after it, if any, were never read), the partition's
-  new end and the earliest offset of the new log (read in the same micro-batch).
+* ``value``: JSON ``{"topic", "partition", "from", "to", "earliest"}``. Moved back: the offset
+  the query had read up to (records of the old log at and after it, if any, were never read),
+  the partition's new end and the earliest offset of the new log (read in the same micro-batch).
+  Truncated at the front, with ``"cause": "truncated"``: the lost records are offsets
+  ``[from, to)``, and the batch reads on from ``earliest`` (= ``to``).
 
-The marker is computed from the batch's start and end offsets alone (Spark's offset log), so a
-re-run batch carries the same marker. Moves the offsets do not show (a new log that already
-grew past the old offset when the query looks) cannot be seen this way (docs/operations.md).
+A move back is computed from the batch's start and end offsets alone (Spark's offset log), so a
+re-run batch carries the same marker; a truncation from the earliest offset when the batch is
+planned (a re-run after more was deleted names the longer range). Moves the offsets do not show
+(a new log that already grew past the old offset when the query looks) cannot be seen this way
+(docs/operations.md).
 """
 
 from __future__ import annotations
@@ -28,11 +33,18 @@ from replimon.streaming.sources.kafka.schema import ARROW_SCHEMA
 
 MARKER_KEY = b"replimon-kafka:data-loss"
 MARKER_OFFSET = -1
+TRUNCATED = "truncated"  # a marker's "cause" when records were deleted from the front
 
 
 def loss(topic: str, partition: int, start: int, end: int, earliest: int) -> dict[str, Any]:
     """What a marker says: ``topic``-``partition`` moved back from ``start`` to ``end``."""
     return {"topic": topic, "partition": partition, "from": start, "to": end, "earliest": earliest}
+
+
+def truncation(topic: str, partition: int, start: int, earliest: int) -> dict[str, Any]:
+    """What a marker says: offsets ``[start, earliest)`` of ``topic``-``partition`` were deleted
+    before the query read them; it reads on from ``earliest``."""
+    return {**loss(topic, partition, start, earliest, earliest), "cause": TRUNCATED}
 
 
 def marker_batch(losses: list[dict[str, Any]]) -> pa.RecordBatch:

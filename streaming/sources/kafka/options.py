@@ -68,6 +68,9 @@ class Options:
     fail_on_data_loss: bool = True
     data_loss_markers: bool = False  # markers.py: a marker row per partition that moved back
     poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_MS / 1000
+    # brokerOutageTimeoutMs: how long a task waits for a broker that stopped answering while it
+    # read (None: as long as it takes, as planning does; docs/operations.md "Broker outage").
+    broker_outage_s: float | None = None
 
     def subscribed(self, topic: str) -> bool:
         if self.strategy == "subscribe":
@@ -267,6 +270,17 @@ def parse_options(options: Mapping[str, str]) -> Options:
         raise KafkaOptionError("Option 'kafkaConsumer.pollTimeoutMs' must be a positive number of "
                                f"milliseconds, got {poll_raw!r}")
 
+    outage_raw = opts.get("brokeroutagetimeoutms")
+    outage_s = None
+    if outage_raw is not None:
+        try:
+            outage_s = float(outage_raw) / 1000
+        except ValueError:
+            outage_s = -1.0
+        if not outage_s > 0 or outage_s == float("inf"):
+            raise KafkaOptionError("Option 'brokerOutageTimeoutMs' must be a positive number of "
+                                   f"milliseconds, got {outage_raw!r}")
+
     result = Options(
         client=client, strategy=strategy, topics=topics, pattern=pattern, assigned=assigned,
         starting=_endpoint(opts, "starting"), ending=_endpoint(opts, "ending"),
@@ -279,6 +293,7 @@ def parse_options(options: Mapping[str, str]) -> Options:
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         data_loss_markers=_bool(opts, "dataLossMarkers", False),
         poll_timeout_s=poll_ms / 1000,
+        broker_outage_s=outage_s,
     )
     if result.max_partitions and result.min_partitions and result.min_partitions > result.max_partitions:
         raise KafkaOptionError(f"Option 'minPartitions' ({result.min_partitions}) is larger than "

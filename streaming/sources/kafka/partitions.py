@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
+from replimon.kafka.outage import BrokerWatch
 from replimon.streaming.sources.kafka.markers import marker_batch
 from replimon.streaming.sources.kafka.options import Options, data_loss
 from replimon.streaming.sources.kafka.planning import Range, pack_ranges
@@ -98,8 +99,13 @@ def read_range(opts: Options, part: KafkaInputPartition,
     types: list[int] = []
     ts_types = _TS_TYPES
     client = opts.new_client()
+    # A broker lost while the task reads: the task waits for it and reads on (docs/operations.md,
+    # "Broker outage"), instead of failing the query after pollTimeoutMs.
+    watch = BrokerWatch(str(opts.client.get("bootstrap.servers", "?")), bound_s=opts.broker_outage_s,
+                        what="the micro-batch that was reading")
     chunks = client.read({(topic, partition): (part.start, part.until)}, reset=opts.reset,
-                         chunk=batch_rows, on_gap=lambda _tp, message: data_loss(opts, message))
+                         chunk=batch_rows, on_gap=lambda _tp, message: data_loss(opts, message),
+                         watch=watch)
     with contextlib.closing(chunks):
         for msgs in chunks:
             add_key, add_value, add_offset = keys.append, values.append, offsets.append

@@ -33,7 +33,7 @@ from replimon.streaming.sources.kafka.admission import (
     plan_aligned,
     rate_limit,
 )
-from replimon.streaming.sources.kafka.markers import loss
+from replimon.streaming.sources.kafka.markers import loss, truncation
 from replimon.streaming.sources.kafka.options import (
     SOURCE_NAME,
     Endpoint,
@@ -224,13 +224,23 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, finish = offsets_from_json(start), offsets_from_json(end)
         markers = self.opts.data_loss_markers
-        moved = [tp for tp, until in finish.items() if tp in begin and until < begin[tp]]
-        new = sorted(tp for tp in finish if tp not in begin or (markers and tp in moved))
-        lows = {tp: m[0] for tp, m in self.client.watermarks(new).items()} if new else {}
+        # Where each partition now starts: for new partitions; with markers also for those
+        # moved back (read from the new log's start) and those with anything to read (records
+        # deleted from the front before they were read are a loss too).
+        want = sorted(tp for tp, until in finish.items()
+                      if tp not in begin or (markers and until != begin[tp]))
+        lows = self.client.earliest(want)
         ranges: list[Range] = []
         losses: list[dict[str, Any]] = []
         for tp, until in sorted(finish.items()):
             first = begin[tp] if tp in begin else lows[tp]
+            if markers and tp in begin and first < until and lows[tp] > first:
+                low = min(lows[tp], until)
+                logger.warning("%s: %s-%s lost offsets %s..%s: deleted before they were read "
+                               "(retention, deleted records); reading on from %s", SOURCE_NAME,
+                               tp[0], tp[1], first, low - 1, low)
+                losses.append(truncation(tp[0], tp[1], first, low))
+                first = low
             if until < first:
                 # latestOffset reported this already (and failed if failOnDataLoss); a re-run
                 # of the batch after the option changed must not read it either. With markers
