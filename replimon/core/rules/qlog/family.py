@@ -126,9 +126,8 @@ class QlogRules:
         qn = self._node(node, ev)
         self.safety.recover(qn, node, ev, src)
         if ev["phase"] == "started":
-            cur = self.safety.current
-            self.wedges.started(node, ev["leg"], list(members_of(ev["new"])), ev["ts_ms"],
-                                -1 if cur is None else cur.num, self.ctx.ref(ev, src))
+            self.wedges.started(node, ev["leg"], list(members_of(ev["new"])), list(members_of(ev["old"])),
+                                ev["ts_ms"], self.ctx.ref(ev, src))
         qn.report = self.ctx.ref(ev, src)
 
     def _on_heartbeat(self, ns: NodeState, node: str, ev: dict[str, Any], src: Src) -> None:
@@ -142,7 +141,7 @@ class QlogRules:
         safety.install(leg, ev["members"], ev, src, executed=False)
         self._joined(before)
         if new and leg in safety.legs:
-            self.wedges.installed(leg, None, ev["ts_ms"])
+            self.wedges.installed(leg, list(members_of(ev["members"])), ev["ts_ms"])
         qn.watermark = ev["watermark"]
         qn.leader = ev.get("leader", "")
         qn.status = ev["status"]

@@ -14,8 +14,12 @@ input at all (its deadline joins the group's ``next_timer``).
 * QLOG_RECOVER_STUCK (warning): a recover episode (replica, new set), opened by ``started``, has
   not seen a Reconf to the new set executed for ``qlog_recover_stuck_ms``; ``failed`` attempts do
   not close it (the client retries: ``recover`` "Completes only if all replicas are online").
-  Resolves when that Reconf is executed or another legislature is installed. Key ("recover",
-  replica, leg, new).
+  Resolves when a legislature with the new set is installed, or one with a set that is neither
+  the old nor the new (another reconfiguration replaced the recovery). A legislature with the old
+  set does not end it: every lease request and renewal in halon is a Reconf to the next
+  legislature with the same members (``proposeLeaseRequest``), so "another legislature installed"
+  would close every episode within a lease period and the wedge could never fire. Key
+  ("recover", replica, leg, new).
 """
 
 from __future__ import annotations
@@ -38,25 +42,26 @@ class QlogWedges:
         self.ctx = ctx
         self.live = live
         self.leader_ts = -1  # latest event time a member of M(L) named itself leader
-        # open recover episodes by condition key: [node, leg, new, started ts, L then, evidence]
+        # open recover episodes by condition key: [node, leg, new, started ts, old, evidence]
         self.episodes: dict[str, list[Any]] = {}
 
     def self_leader(self, ts: int) -> None:
         if ts > self.leader_ts:
             self.leader_ts = ts
 
-    def started(self, node: str, leg: int, new: list[str], ts: int, current: int,
+    def started(self, node: str, leg: int, new: list[str], old: list[str], ts: int,
                 evidence: dict[str, Any]) -> None:
-        """``node`` took a Recover request to ``new`` (``started``); a retry keeps the start."""
+        """``node`` took a Recover request from ``old`` to ``new`` (``started``); a retry keeps
+        the start."""
         cond = f"{STUCK}{node}:{leg}:{','.join(new)}"
         if cond not in self.episodes:
-            self.episodes[cond] = [node, leg, new, ts, max(leg, current), evidence]
+            self.episodes[cond] = [node, leg, new, ts, old, evidence]
 
-    def installed(self, num: int, members: list[str] | None, ts: int) -> None:
-        """Legislature ``num`` was installed (``members``: the executed Reconf's set, sorted; None
-        for a heartbeat's report): close the episodes it completes."""
-        for cond, (node, _leg, new, _start, then, _ev) in list(self.episodes.items()):
-            if num > then or (members is not None and members == new and num > _leg):
+    def installed(self, num: int, members: list[str], ts: int) -> None:
+        """Legislature ``num`` was installed with ``members`` (sorted; from the executed Reconf or
+        a heartbeat's report): close the episodes it completes or replaces (module docstring)."""
+        for cond, (node, _leg, new, _start, old, _ev) in list(self.episodes.items()):
+            if num > _leg and members != old:
                 del self.episodes[cond]
                 if cond in self.ctx.open:
                     how = ("the Reconf to it was executed" if members == new
