@@ -138,6 +138,8 @@ class Thresholds(_Section):
     gen_no_online_s: float = Field(15.0, gt=0, description="generations: no node online this long")
     gen_recovery_stuck_s: float = Field(60.0, gt=0, description="generations: a node in recovery this long")
     gen_vote_stuck_s: float = Field(30.0, gt=0, description="generations: a promised number nobody switched to")
+    qlog_no_leader_s: float = Field(15.0, gt=0, description="quorum log: no member holds the lease this long")
+    qlog_recover_stuck_s: float = Field(60.0, gt=0, description="quorum log: a recovery not completed this long")
 
     @model_validator(mode="after")
     def _domain_ordered(self) -> Thresholds:

@@ -4,6 +4,7 @@ otherwise), and the time flags it reads. ``cli.py`` is the commands; this is the
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import threading
 import time
 from typing import Any
@@ -272,15 +273,15 @@ def inside_run(command: str, injections: Any, duration_ms: int, duration: str) -
 def sim_options(family: str, settings: Any, *, seed: int | None, groups: int | None, nodes: int | None,
                 rate: float | None, duration_ms: int, start_ms: int) -> Any:
     """The simulator options of ``family`` from the settings and the flags (a flag wins). For
-    generations, ``rate`` is transactions per second per group."""
-    if family == "gen":
-        from replimon.producers.simulator_gen import SimOptions as GenOptions
-
+    generations, ``rate`` is transactions per second per group; for qlog, values decrees."""
+    rate_field = {"gen": "xacts_per_s", "qlog": "decrees_per_s"}.get(family)
+    if rate_field is not None:
+        module = importlib.import_module(f"replimon.producers.simulator_{family}")
         sim = settings.simulator
-        options = GenOptions(groups=groups or sim.groups, nodes=nodes or sim.nodes,
-                             seed=sim.seed if seed is None else seed, duration_ms=duration_ms,
-                             start_ms=start_ms)
-        return options if rate is None else dataclasses.replace(options, xacts_per_s=rate)
+        options = module.SimOptions(groups=groups or sim.groups, nodes=nodes or sim.nodes,
+                                    seed=sim.seed if seed is None else seed, duration_ms=duration_ms,
+                                    start_ms=start_ms)
+        return options if rate is None else dataclasses.replace(options, **{rate_field: rate})
     from replimon.producers.simulator import SimOptions
 
     return SimOptions.from_settings(settings, seed=seed, groups=groups, nodes=nodes, decisions_per_s=rate,

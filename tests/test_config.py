@@ -181,7 +181,7 @@ YAML_ERRORS = [
     ("bad-syntax", "thresholds:\n  node_silent_s: [1\n", ["not valid YAML", "line"]),
     ("tab-indent", "thresholds:\n\tnode_silent_s: 1\n", ["not valid YAML"]),
     ("top-level-list", "- thresholds\n", ["mapping"]),
-    ("unknown-family", "families:\n  'pg*': raft\n", ["families", "'raft'", "known: gen, xcom"]),
+    ("unknown-family", "families:\n  'pg*': raft\n", ["families", "'raft'", "known: gen, qlog, xcom"]),
 ]
 
 

@@ -1,5 +1,6 @@
 """Event contract v1 (docs/contract.md): models, parser, JSON Schema; XCom's types and the
-generations family's (``gen.*``, docs/families.md section 2)."""
+generations family's (``gen.*``, docs/families.md section 2) and the quorum-log family's
+(``qlog.*``, section 3)."""
 
 from replimon.contract.models import (
     EVENT_FAMILIES,
@@ -23,6 +24,14 @@ from replimon.contract.models_gen import (
     LastVote,
     XactAt,
 )
+from replimon.contract.models_qlog import (
+    Ballot,
+    QlogDecree,
+    QlogHeartbeat,
+    QlogPassed,
+    QlogRecover,
+    Relocation,
+)
 from replimon.contract.parse import (
     AnyEvent,
     Invalid,
@@ -37,6 +46,7 @@ __all__ = [
     "EVENT_TOPICS",
     "EVENT_TYPES",
     "AnyEvent",
+    "Ballot",
     "ConfigCommand",
     "ConfigReport",
     "Decision",
@@ -51,6 +61,11 @@ __all__ = [
     "Invalid",
     "Member",
     "NodeRef",
+    "QlogDecree",
+    "QlogHeartbeat",
+    "QlogPassed",
+    "QlogRecover",
+    "Relocation",
     "View",
     "XactAt",
     "decode_event",

@@ -12,7 +12,8 @@ event, about as much as the rest of the monitor; these checks cost about one.
 
 Where it is deliberately narrower than the models (False, so the models decide): a free-text
 field (``version``, ``reason``, ``gid``) that is not ASCII; anything ``None`` (the models refuse
-null). It covers XCom's types and the generations family's (``models_gen.py``).
+null). It covers XCom's types, the generations family's (``models_gen.py``) and the quorum-log
+family's (``models_qlog.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from replimon.contract.models_gen import (
     XACT_PHASES,
     XACT_ROLES,
 )
+from replimon.contract.models_qlog import DECREE_KINDS, DECREE_OUTCOMES, RECOVER_PHASES
 
 _ID = re.compile(r"[A-Za-z0-9._:-]{1,128}").fullmatch
 _DIGEST = re.compile(r"[0-9a-fA-F]{1,128}").fullmatch
@@ -49,6 +51,14 @@ _KEYS = {
                  frozenset(("mode", "at", "prepared_by", "xmembers"))),
     "gen.heartbeat": (_ENVELOPE | {"gen_num", "last_online_in", "last_vote_num", "node_status",
                                    "suspects", "xact_sample"}, frozenset()),
+    "qlog.decree": (_ENVELOPE | {"num", "kind", "digest", "outcome"},
+                    frozenset(("leg", "new_leg", "members"))),
+    "qlog.passed": (_ENVELOPE | {"num", "leg", "ballot", "acceptors", "acked", "kind", "digest",
+                                 "recovery"}, frozenset(("new_leg", "members"))),
+    "qlog.recover": (_ENVELOPE | {"phase", "leg", "old", "new"},
+                     frozenset(("relocated", "synced_with"))),
+    "qlog.heartbeat": (_ENVELOPE | {"leg", "members", "watermark", "status", "suspects"},
+                       frozenset(("leader",))),
 }
 _ALLOWED = {t: required | optional for t, (required, optional) in _KEYS.items()}
 _KINDS = frozenset(DECISION_KINDS)
@@ -227,9 +237,61 @@ def _gen_heartbeat(e: dict[str, Any]) -> bool:
             and _nonneg(e["xact_sample"]))
 
 
+# ---------------------------------------------------------------- quorum log (models_qlog.py)
+_BALLOT_KEYS = frozenset(("n", "proposer"))
+_RELOCATION_KEYS = frozenset(("node", "from"))
+
+
+def _value(e: dict[str, Any]) -> bool:
+    """``kind``, ``digest`` and the reconf-only ``new_leg`` and ``members``."""
+    kind, digest = e["kind"], e["digest"]
+    if not (_one_of(kind, DECREE_KINDS) and type(digest) is str and _DIGEST(digest) is not None):
+        return False
+    if kind == "reconf":
+        return ("new_leg" in e and "members" in e and _nonneg(e["new_leg"])
+                and _id_set(e["members"], True))
+    return "new_leg" not in e and "members" not in e
+
+
+def _qlog_decree(e: dict[str, Any]) -> bool:
+    outcome = e["outcome"]
+    return (_nonneg(e["num"]) and ("leg" not in e or _nonneg(e["leg"])) and _value(e)
+            and _one_of(outcome, DECREE_OUTCOMES) and (outcome == "executed" or e["kind"] == "reconf"))
+
+
+def _qlog_passed(e: dict[str, Any]) -> bool:
+    b = e["ballot"]
+    return (_nonneg(e["num"]) and _nonneg(e["leg"]) and type(b) is dict and b.keys() == _BALLOT_KEYS
+            and _nonneg(b["n"]) and _id(b["proposer"]) and _id_set(e["acceptors"], True)
+            and _id_set(e["acked"]) and type(e["recovery"]) is bool and _value(e))
+
+
+def _qlog_recover(e: dict[str, Any]) -> bool:
+    if not (_one_of(e["phase"], RECOVER_PHASES) and _nonneg(e["leg"]) and _id_set(e["old"], True)
+            and _id_set(e["new"], True)):
+        return False
+    if ("synced_with" in e) != (e["phase"] == "synced") or ("synced_with" in e and not _id_set(e["synced_with"])):
+        return False
+    if "relocated" in e:
+        r = e["relocated"]
+        if type(r) is not list or not all(type(x) is dict and x.keys() == _RELOCATION_KEYS
+                                          and _id(x["node"]) and _id(x["from"]) for x in r):
+            return False
+        return len({x["node"] for x in r}) == len(r)
+    return True
+
+
+def _qlog_heartbeat(e: dict[str, Any]) -> bool:
+    return (_nonneg(e["leg"]) and _id_set(e["members"], True) and _nonneg(e["watermark"])
+            and ("leader" not in e or _id(e["leader"])) and _id(e["status"])
+            and _id_set(e["suspects"]))
+
+
 _BODY = {"decision": _decision, "execution": lambda e: _nonneg(e["executed"]),
          "heartbeat": _heartbeat, "config": _report, "gen.state": _gen_state,
-         "gen.xact": _gen_xact, "gen.heartbeat": _gen_heartbeat}
+         "gen.xact": _gen_xact, "gen.heartbeat": _gen_heartbeat, "qlog.decree": _qlog_decree,
+         "qlog.passed": _qlog_passed, "qlog.recover": _qlog_recover,
+         "qlog.heartbeat": _qlog_heartbeat}
 
 
 def accepts(obj: Any) -> bool:

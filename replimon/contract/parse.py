@@ -33,8 +33,9 @@ from replimon.contract.models import (
     Heartbeat,
 )
 from replimon.contract.models_gen import GenEvent
+from replimon.contract.models_qlog import QlogEvent
 
-AnyEvent = Decision | Execution | Heartbeat | ConfigReport | GenEvent
+AnyEvent = Decision | Execution | Heartbeat | ConfigReport | GenEvent | QlogEvent
 
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
 # orjson: the one JSON decode of every message (about twice json's speed here, bench/core.py).

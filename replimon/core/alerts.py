@@ -62,6 +62,17 @@ KINDS: dict[str, tuple[str, str]] = {
     "GEN_RECOVERY_STUCK": (CRITICAL, WEDGE),
     "GEN_VOTE_STUCK": (WARNING, WEDGE),
     "GEN_ELECTED": (INFO, INFO),
+    # The quorum-log family (docs/families.md 3.4, 3.5).
+    "QLOG_DIVERGENT_DECREE": (CRITICAL, VIOLATION),
+    "QLOG_RECONF_WITHOUT_OLD_QUORUM": (CRITICAL, VIOLATION),
+    "QLOG_DECREE_WITHOUT_QUORUM": (CRITICAL, VIOLATION),
+    "QLOG_OBSOLETE_DECREE_EXECUTED": (CRITICAL, VIOLATION),
+    "QLOG_RECOVER_UNSAFE": (CRITICAL, VIOLATION),
+    "QLOG_RECOVER_UNSYNCED": (CRITICAL, VIOLATION),
+    "QLOG_LEGISLATURE_REGRESSION": (CRITICAL, VIOLATION),
+    "QLOG_NO_LEADER": (CRITICAL, WEDGE),
+    "QLOG_RECOVER_STUCK": (WARNING, WEDGE),
+    "QLOG_RECONFIGURED": (INFO, INFO),
     # Raised by the streaming job (replimon.streaming.data_loss, docs/operations.md "Data loss"),
     # not by the core: a partition of an input topic moved back, the group's history was cut.
     "DATA_LOST": (WARNING, DATA),
@@ -80,6 +91,10 @@ def alert_id(group: str, kind: str, key: object) -> str:
     return hashlib.blake2b(raw, digest_size=10).hexdigest()
 
 
+_QLOG_KEYS = ("num", "leg", "new_leg", "members", "ballot", "acked", "recovery", "phase", "old",
+              "new", "relocated", "synced_with", "watermark", "leader")
+
+
 def ref(event: dict[str, Any], src: dict[str, Any] | None = None) -> dict[str, Any]:
     """Evidence: the identifying fields of an event, plus where it was read (topic/partition/offset
     or file/line) when known."""
@@ -95,6 +110,10 @@ def ref(event: dict[str, Any], src: dict[str, Any] | None = None) -> dict[str, A
         out["view"] = event["view"]
     if "suspects" in event:
         out["suspects"] = event["suspects"]
+    if event["type"].startswith("qlog."):  # the quorum log's own fields (docs/families.md 3.2)
+        for key in _QLOG_KEYS:
+            if key in event:
+                out[key] = event[key]
     if src:
         out.update(src)
     return out

@@ -30,6 +30,7 @@ from replimon.core.rules.base import Context, Handler, NodeState, Src
 from replimon.core.rules.family import XCOM, FamilyRules, family_of
 from replimon.core.rules.gen.family import GEN, GenRules
 from replimon.core.rules.liveness import Liveness
+from replimon.core.rules.qlog.family import QLOG, QlogRules
 from replimon.core.rules.xcom.family import XComRules
 
 # An evaluation runs when the group clock has moved this much since the last one (and at every
@@ -37,7 +38,7 @@ from replimon.core.rules.xcom.family import XComRules
 EVAL_STEP_MS = 250
 
 # The protocol families the monitor knows, by name (``rules/family.py``).
-FAMILIES: dict[str, Callable[[Context, Liveness], FamilyRules]] = {XCOM: XComRules, GEN: GenRules}
+FAMILIES: dict[str, Callable[[Context, Liveness], FamilyRules]] = {XCOM: XComRules, GEN: GenRules, QLOG: QlogRules}
 
 
 class GroupMonitor:

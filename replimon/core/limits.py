@@ -25,6 +25,8 @@ class Limits:
     gen_no_online_ms: int = 15_000  # generations' wedges (docs/rules.md, "Generations")
     gen_recovery_stuck_ms: int = 60_000
     gen_vote_stuck_ms: int = 30_000
+    qlog_no_leader_ms: int = 15_000  # quorum-log wedges (docs/rules.md, "The quorum-log family")
+    qlog_recover_stuck_ms: int = 60_000
 
     @classmethod
     def from_settings(cls, settings: Any) -> Limits:
@@ -49,4 +51,6 @@ class Limits:
             gen_no_online_ms=ms(th.gen_no_online_s),
             gen_recovery_stuck_ms=ms(th.gen_recovery_stuck_s),
             gen_vote_stuck_ms=ms(th.gen_vote_stuck_s),
+            qlog_no_leader_ms=ms(th.qlog_no_leader_s),
+            qlog_recover_stuck_ms=ms(th.qlog_recover_stuck_s),
         )
