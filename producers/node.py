@@ -1,6 +1,6 @@
 """What a replica integration holds for ONE node of one group (``NodePublisher``): the envelope
 (``v``, ``ts_ms``, ``seq``, ``incarnation``), one method per event type (XCom's, and the
-generations family's ``gen_*``), each event validated
+generations family's ``gen_*``, the quorum-log family's ``qlog_*``), each event validated
 against the contract before it leaves the process, and sent through a shared ``Publisher``
 (``publisher.py``, which documents the exceptions and thread-safety)."""
 
@@ -193,6 +193,69 @@ class NodePublisher:
         """A sampled two-phase transaction's step on this node (prepared, committed, aborted)."""
         return self._publish("gen.xact", gid=gid, xgen=xgen, phase=phase, role=role, mode=mode, at=at,
                              prepared_by=prepared_by, xmembers=xmembers)
+
+    # -- the quorum-log family (a Paxos replicated log with reconfiguration; docs/families.md 3.2)
+    def qlog_decree(
+        self,
+        num: int,
+        kind: str,
+        digest: str,
+        outcome: str = "executed",
+        leg: int | None = None,
+        new_leg: int | None = None,
+        members: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """This replica's watermark passed decree ``num``: it executed it, or (a Reconf opening no
+        newer legislature) skipped it. ``leg`` None: a teleported decree (legislature unknown);
+        ``new_leg`` and ``members`` with ``kind`` "reconf" only (the head leads)."""
+        return self._publish("qlog.decree", num=num, leg=leg, kind=kind, digest=digest, outcome=outcome,
+                             new_leg=new_leg, members=members)
+
+    def qlog_passed(
+        self,
+        num: int,
+        leg: int,
+        ballot: Mapping[str, Any],
+        acceptors: list[str],
+        acked: list[str],
+        kind: str,
+        digest: str,
+        recovery: bool = False,
+        new_leg: int | None = None,
+        members: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """This proposer's round for decree ``(leg, num)`` succeeded: ``ballot`` is ``{n,
+        proposer}``, ``acked`` the acceptors whose phase-2 acks it counted."""
+        return self._publish("qlog.passed", num=num, leg=leg, ballot=ballot, acceptors=acceptors, acked=acked,
+                             kind=kind, digest=digest, new_leg=new_leg, members=members, recovery=recovery)
+
+    def qlog_recover(
+        self,
+        phase: str,
+        leg: int,
+        old: list[str],
+        new: list[str],
+        relocated: list[Mapping[str, str]] | None = None,
+        synced_with: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """This replica serves a Recover request: ``started``, ``synced`` (with ``synced_with``)
+        or ``failed``; ``relocated`` lists ``{node, from}`` new replicas seeded from old ones."""
+        return self._publish("qlog.recover", phase=phase, leg=leg, old=old, new=new, relocated=relocated,
+                             synced_with=synced_with)
+
+    def qlog_heartbeat(
+        self,
+        leg: int,
+        members: list[str],
+        watermark: int,
+        status: str,
+        suspects: list[str],
+        leader: str | None = None,
+    ) -> dict[str, Any]:
+        """This replica's periodic report: its legislature and members, its watermark (the next
+        decree to execute), the lease holder it believes in (None: none)."""
+        return self._publish("qlog.heartbeat", leg=leg, members=members, watermark=watermark, leader=leader,
+                             status=status, suspects=suspects)
 
     def _publish(self, event_type: str, **fields: Any) -> dict[str, Any]:
         with self._lock:

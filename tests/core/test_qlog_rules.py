@@ -119,6 +119,23 @@ def test_a_clean_history_raises_nothing_but_the_reconfiguration() -> None:
     assert [(a.kind, a.instance) for a in alerts] == [("QLOG_RECONFIGURED", 4)]
 
 
+def test_a_lease_renewal_is_not_a_reconfiguration_on_the_timeline() -> None:
+    # halon renews A's lease by a Reconf to the same ordered list (proposeLeaseRequest): it opens
+    # legislature 4 but changes nothing an operator needs marked; B taking over at 5 does.
+    t = Trace()
+    legislature(t)
+    t.passed("A", 200, 36, 3, ABCDE, ["A", "B", "C"], reconf(4, ABCDE))
+    for n in ABCDE:
+        t.decree(n, 210, 36, 3, reconf(4, ABCDE))
+    order = ["B", "A", "C", "D", "E"]
+    t.passed("B", 300, 37, 4, ABCDE, ["B", "C", "D"], reconf(5, order))
+    for n in ABCDE:
+        t.decree(n, 310, 37, 4, reconf(5, order))
+    alerts = t.alerts()
+    assert [(a.kind, a.instance) for a in alerts] == [("QLOG_RECONFIGURED", 5)]
+    assert "legislature 4 had A, B, C, D, E" in alerts[0].message
+
+
 # ------------------------------------------------------------------------------- E4 (3.8)
 def e4(near_miss: bool = False) -> Trace:
     """docs/families.md 3.8 E4: M(3) = [A..E]; D and E are delayed at watermark 36."""

@@ -290,26 +290,51 @@ def test_blocked_send_proceeds_when_room_frees(topics: Topics) -> None:
     assert pub.stats().failed == 11
 
 
-def test_a_generations_node_publishes_valid_events_on_the_topics_of_their_role(
-    broker: Any, topics: Topics, publisher: Publisher
-) -> None:
-    """docs/families.md, "What a node publishes": the generations family's methods, validated
-    against the contract before sending, like XCom's."""
+def _gen_node(node: NodePublisher, topics: Topics) -> tuple[list[Any], dict[str, str]]:
     abc = ["A", "B", "C"]
     gen = {"num": 7, "members": abc, "configured": abc}
-    node = NodePublisher(publisher, "pg-1", "A")
     node.gen_state("load", gen, donors=["B"], last_online_in=6, last_vote=gen, status="RECOVERY")
     node.gen_state("online", gen, donors=["B"], last_online_in=7, last_vote=gen, status="ONLINE",
                    via="parallel_safe", source="B")
     node.gen_heartbeat(gen_num=7, last_online_in=7, last_vote_num=7, node_status="online", suspects=[],
                        xact_sample=4)
     node.gen_xact("MTM-1-1-7", 7, "committed", "coordinator", prepared_by=abc, xmembers=abc)
-    for call, reason in [
+    bad = [
         (lambda: node.gen_state("online", gen, donors=["B"], last_online_in=7, last_vote=gen, status="ONLINE"),
          "via"),
         (lambda: node.gen_heartbeat(7, 7, 7, "asleep", [], 4), "node_status"),
         (lambda: node.gen_xact("MTM-1-1-7", 7, "committed", "replica", prepared_by=abc), "prepared_by"),
-    ]:
+    ]
+    return bad, {"gen.state": topics.config, "gen.heartbeat": topics.heartbeats, "gen.xact": topics.decisions}
+
+
+def _qlog_node(node: NodePublisher, topics: Topics) -> tuple[list[Any], dict[str, str]]:
+    abc = ["A", "B", "C"]
+    node.qlog_heartbeat(3, abc, 36, "active", [], leader="A")
+    node.qlog_passed(36, 3, {"n": 4, "proposer": "A"}, abc, ["A", "B"], "reconf", "ab12", new_leg=4,
+                     members=["B", "A", "C"])
+    node.qlog_decree(36, "reconf", "ab12", leg=3, new_leg=4, members=["B", "A", "C"])
+    node.qlog_recover("synced", 4, abc, ["A", "B", "X"], relocated=[{"node": "X", "from": "C"}],
+                      synced_with=["A", "B", "X"])
+    bad = [
+        (lambda: node.qlog_decree(37, "values", "ab13", outcome="skipped", leg=4), "skipped"),
+        (lambda: node.qlog_heartbeat(4, ["A", "A"], 37, "active", []), "twice"),
+        (lambda: node.qlog_recover("started", 4, abc, abc, synced_with=abc), "synced_with"),
+    ]
+    return bad, {"qlog.heartbeat": topics.heartbeats, "qlog.passed": topics.decisions,
+                 "qlog.decree": topics.decisions, "qlog.recover": topics.config}
+
+
+@pytest.mark.parametrize("family", [_gen_node, _qlog_node], ids=["gen", "qlog"])
+def test_a_family_node_publishes_valid_events_on_the_topics_of_their_role(
+    broker: Any, topics: Topics, publisher: Publisher, family: Any
+) -> None:
+    """docs/families.md, "What a node publishes": each family's methods, validated against the
+    contract before sending, like XCom's, on the topics of their role (docs/families.md 1.3)."""
+    group = f"fam-{family.__name__}"
+    node = NodePublisher(publisher, group, "A")
+    bad, topic_of = family(node, topics)
+    for call, reason in bad:
         with pytest.raises(ValueError, match=reason):
             call()
     assert node.next_seq == 4
@@ -319,6 +344,6 @@ def test_a_generations_node_publishes_valid_events_on_the_topics_of_their_role(
         for msg in read_all(broker.bootstrap_servers, topic, expect=0):
             event = parse_event(msg.value())
             assert not isinstance(event, Invalid), event
-            if event.group == "pg-1":
+            if event.group == group:
                 got[event.type] = topic
-    assert got == {"gen.state": topics.config, "gen.heartbeat": topics.heartbeats, "gen.xact": topics.decisions}
+    assert got == topic_of

@@ -79,12 +79,23 @@ class QlogSafety:
         if executed and not known.executed:
             known.executed = True
             # The timeline: the first execution of the Reconf opening ``num`` (Internal.hs
-            # "Reconfiguring").
-            ctx.violation(
-                "QLOG_RECONFIGURED", ("leg", num),
-                f"Legislature {num} installed by {ev['node']}: members {', '.join(members)} "
-                f"(preferred leader {members[0]}).",
-                ev["ts_ms"], instance=num, node=ev["node"], evidence=[here])
+            # "Reconfiguring"), when it changes the ordered member list (who is in, who leads).
+            # Halon renews a leader's lease by a Reconf to the same list every few seconds
+            # (``proposeLeaseRequest``): marking those would bury the timeline.
+            before = self._before(num)
+            if before is None or before.members != known.members:
+                ctx.violation(
+                    "QLOG_RECONFIGURED", ("leg", num),
+                    f"Legislature {num} installed by {ev['node']}: members "
+                    f"{', '.join(known.members)} (preferred leader {known.members[0]})"
+                    + ("." if before is None else f"; legislature {before.num} had "
+                       f"{', '.join(before.members)}."),
+                    ev["ts_ms"], instance=num, node=ev["node"], evidence=[here])
+
+    def _before(self, num: int) -> Leg | None:
+        """The highest legislature below ``num`` this monitor knows (None: none)."""
+        lower = [n for n in self.legs if n < num]
+        return self.legs[max(lower)] if lower else None
 
     # -- per replica --------------------------------------------------------------------------------
     def legislature(self, qn: QlogNode, node: str, leg: int, ev: dict[str, Any], src: Src) -> None:
