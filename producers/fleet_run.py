@@ -2,8 +2,8 @@
 tick loop that starts them, the paced run, the summary's shape and the manifest of injected faults.
 
 A family's simulator subclasses :class:`FleetRun`, builds ``self.groups`` (objects with ``t``,
-``start_script(script)`` and ``tick(t)``), and names its fault catalogue in ``CATALOGUE`` (name ->
-an entry with ``alert`` and ``script(group, injection)``). The run is deterministic per seed: the
+``start_script(script)`` and ``tick(t)``: :class:`Scripted` gives the script runner), and names
+its fault catalogue in ``CATALOGUE`` (name -> a :class:`FaultSpec`). The run is deterministic per seed: the
 injections start in (time, group, fault) order at the first tick at or after their time.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -30,6 +30,58 @@ class Injection:
         must raise nothing), where and when, and what the script noted."""
         return {"fault": self.fault, "alert": alert, "group": self.group, "at_ms": self.at_ms,
                 "ts_ms": base_ms + self.at_ms, **self.notes}
+
+
+Wait = Callable[[], bool]  # a fault script's wait: true once the script may go on
+
+
+class Scripted:
+    """The fault-script runner a group simulator mixes in. A script is a generator that changes
+    the group and yields a :data:`Wait` each time it must wait (``yield group.after(5_000)``, or
+    any condition); each tick (``_run_scripts``, first thing in ``tick``) resumes the scripts whose
+    wait came true, in the order they parked. ``quiet`` is true while any script runs: the
+    family's background disturbances (restarts, reconfigurations) pause, so a fault is alone with
+    the group. The group's ``__init__`` sets ``t`` (ms since the run's start), ``scripts`` ([]) and
+    ``quiet`` (False)."""
+
+    t: int
+    scripts: list[tuple[Iterator[Wait], Wait]]  # each running script, with the wait it parked on
+    quiet: bool
+
+    def after(self, ms: int) -> Wait:
+        """A wait that turns true ``ms`` from now."""
+        deadline = self.t + ms
+        return lambda: self.t >= deadline
+
+    def start_script(self, script: Iterator[Wait]) -> None:
+        """Run a fault script up to its first wait."""
+        self.quiet = True
+        self._advance(script)
+
+    def _advance(self, script: Iterator[Wait]) -> None:
+        try:
+            self.scripts.append((script, next(script)))
+        except StopIteration:
+            self.quiet = bool(self.scripts)
+
+    def _run_scripts(self) -> None:
+        for item in [item for item in self.scripts if item[1]()]:
+            self.scripts.remove(item)
+            self._advance(item[0])
+
+
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class FaultSpec(Generic[S]):
+    """A catalogue entry: the fault's name, the alert kind it must raise (None: a legal near miss
+    that must raise nothing), what happens, and its script over a group of type ``S``."""
+
+    name: str
+    alert: str | None
+    summary: str
+    script: Callable[[S, Injection], Iterator[Wait]]
 
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")

@@ -19,12 +19,11 @@ CONFIG_MISMATCH; a silent group is GROUP_SILENT, not also one NODE_SILENT per me
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 
 from replimon.core.configmap import Command
 from replimon.producers import fleet_run
-from replimon.producers.fleet_run import Injection
+from replimon.producers.fleet_run import FaultSpec, Injection, Wait
 from replimon.producers.simulator.group import GroupSim
 from replimon.producers.simulator.model import (
     MAX_MEMBERS,
@@ -32,22 +31,9 @@ from replimon.producers.simulator.model import (
     OLD_PROTOCOL,
     Block,
     NodeSim,
-    Wait,
     digest_of,
 )
 from replimon.producers.simulator.publishing import publish
-
-Script = Callable[[GroupSim, "Injection"], Iterator[Wait]]
-
-
-@dataclass(frozen=True)
-class FaultSpec:
-    """A catalogue entry: the fault's name, the alert kind it must produce, and its script."""
-
-    name: str
-    alert: str
-    summary: str
-    script: Script
 
 
 def parse_injection(text: str) -> Injection:
@@ -333,7 +319,7 @@ def incomplete_history(g: GroupSim, inj: Injection) -> Iterator[Wait]:
     yield  # pragma: no cover - makes this a generator
 
 
-CATALOGUE: dict[str, FaultSpec] = {
+CATALOGUE: dict[str, FaultSpec[GroupSim]] = {
     spec.name: spec
     for spec in [
         FaultSpec("eh_out_of_domain", "EH_OUT_OF_DOMAIN", "group installs an event horizon outside [min, max]", eh_out_of_domain),

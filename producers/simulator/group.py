@@ -15,11 +15,9 @@ while any script runs the group's background restarts and reconfigurations pause
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
+from replimon.producers.fleet_run import Scripted
 from replimon.producers.simulator.consensus import decide, execute, learn, prune
 from replimon.producers.simulator.membership import background, node_lifecycle
-from replimon.producers.simulator.model import Wait
 from replimon.producers.simulator.publishing import (
     config_event,
     decision_event,
@@ -29,34 +27,11 @@ from replimon.producers.simulator.publishing import (
 from replimon.producers.simulator.state import GroupState
 
 
-class GroupSim(GroupState):
+class GroupSim(GroupState, Scripted):
     """One group of the fleet: its state (:class:`GroupState`), the tick and the script runner."""
 
     _booted = False
 
-    def after(self, ms: int) -> Wait:
-        """A wait that turns true ``ms`` from now."""
-        deadline = self.t + ms
-        return lambda: self.t >= deadline
-
-    def start_script(self, script: Iterator[Wait]) -> None:
-        """Run a fault script up to its first wait."""
-        self.scripts.append(script)
-        self._advance(script)
-
-    def _advance(self, script: Iterator[Wait]) -> None:
-        try:
-            wait = next(script)
-        except StopIteration:
-            self.scripts.remove(script)
-            return
-        self.waiting.append((script, wait))
-
-    def _run_scripts(self) -> None:
-        ready = [(s, w) for s, w in self.waiting if w()]
-        for item in ready:
-            self.waiting.remove(item)
-            self._advance(item[0])
 
     def tick(self, t: int) -> None:
         """Advance the group to time ``t`` (ms since the run's start)."""

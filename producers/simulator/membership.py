@@ -77,7 +77,7 @@ def node_lifecycle(g: GroupState) -> None:
 def background(g: GroupState) -> None:
     """Legal life of a healthy group: restarts and reconfigurations (paused during faults)."""
     t = g.t
-    if g.scripts:
+    if g.quiet:
         g.next_reconfig = max(g.next_reconfig, t + 5_000)
         g.next_restart = max(g.next_restart, t + 5_000)
         return

@@ -23,8 +23,6 @@ OLD_VERSION = "8.0.13"
 DETECTOR_MS = 5_000  # XCom suspects a peer after 5 s without hearing from it
 MAX_MEMBERS = 7
 
-Wait = Callable[[], bool]
-"""What a fault script yields: the script goes on once this turns true."""
 Emit = Callable[[dict[str, Any]], None]
 """Where a published event goes (a contract-v1 dict)."""
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from replimon.core.configmap import Command, ConfigMap, Rules
+from replimon.producers.fleet_run import Wait
 from replimon.producers.simulator.model import (
     NEW_PROTOCOL,
     OLD_PROTOCOL,
@@ -27,7 +28,6 @@ from replimon.producers.simulator.model import (
     Emit,
     NodeSim,
     Proposal,
-    Wait,
 )
 
 
@@ -77,8 +77,8 @@ class GroupState:
         self.hidden_until: int | None = None  # incomplete_history: nothing published before
         self.next_block_hook: Callable[[int, str, int], Block | None] | None = None
         self.bypass_acceptors = False
-        self.scripts: list[Iterator[Wait]] = []
-        self.waiting: list[tuple[Iterator[Wait], Wait]] = []
+        self.scripts: list[tuple[Iterator[Wait], Wait]] = []  # fleet_run.Scripted
+        self.quiet = False  # a fault script runs: background restarts and reconfigurations pause
         self.next_id = nodes + 1
         self.next_reconfig = self.exp(self.reconfig_every_ms)
         self.next_restart = self.exp(self.restart_every_ms)

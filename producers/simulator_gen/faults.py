@@ -11,26 +11,13 @@ background restarts pause. Injections are written ``NAME[:GROUP][@TIME]``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from replimon.producers import fleet_run
-from replimon.producers.fleet_run import Injection
+from replimon.producers.fleet_run import FaultSpec, Injection
 from replimon.producers.simulator_gen.group import GenGroupSim, Wait
 from replimon.producers.simulator_gen.model import Gen, GenNode
-
-Script = Callable[[GenGroupSim, "Injection"], Iterator[Wait]]
-
-
-@dataclass(frozen=True)
-class FaultSpec:
-    """A catalogue entry: the fault's name, the alert kind it must produce (None for a near
-    miss), and its script."""
-
-    name: str
-    alert: str | None
-    summary: str
-    script: Script
 
 
 def parse_injection(text: str) -> Injection:
@@ -291,11 +278,12 @@ def gen_vote_stuck_near_miss(g: GenGroupSim, inj: Injection) -> Iterator[Wait]:
         yield g.after(3_000)
 
 
-def _spec(name: str, alert: str | None, summary: str, script: Script) -> FaultSpec:
+def _spec(name: str, alert: str | None, summary: str,
+          script: Callable[[GenGroupSim, Injection], Iterator[Wait]]) -> FaultSpec[GenGroupSim]:
     return FaultSpec(name, alert, summary, script)
 
 
-CATALOGUE: dict[str, FaultSpec] = {
+CATALOGUE: dict[str, FaultSpec[GenGroupSim]] = {
     spec.name: spec
     for spec in [
         _spec("gen_regression", "GEN_REGRESSION", "B restarts and loads an older generation state", gen_regression),

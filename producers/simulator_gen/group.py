@@ -41,15 +41,13 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from replimon.producers.fleet_run import Scripted, Wait
 from replimon.producers.simulator_gen.model import Emit, Gen, GenNode, majority
-
-Wait = Callable[[], bool]
-"""What a fault script yields: the script goes on once this turns true."""
 
 NODE_STATUS = {"ONLINE": "online", "RECOVERY": "recovery", "DEAD": "disabled"}
 
 
-class GenGroupSim:
+class GenGroupSim(Scripted):
     """A group of configured mtm nodes (module docstring)."""
 
     def __init__(self, name: str, n: int, *, seed: int, tick_ms: int, heartbeat_ms: int,
@@ -311,26 +309,6 @@ class GenGroupSim:
         return gid
 
     # ---------------------------------------------------------------------------- fault scripts
-    def after(self, ms: int) -> Wait:
-        """A wait that turns true ``ms`` from now."""
-        deadline = self.t + ms
-        return lambda: self.t >= deadline
-
-    def start_script(self, script: Iterator[Wait]) -> None:
-        """Run a fault script up to its first wait; background restarts pause while it runs."""
-        self.quiet = True
-        self._advance(script)
-
-    def _advance(self, script: Iterator[Wait]) -> None:
-        try:
-            self.scripts.append((script, next(script)))
-        except StopIteration:
-            self.quiet = bool(self.scripts)
-
-    def _run_scripts(self) -> None:
-        for item in [item for item in self.scripts if item[1]()]:
-            self.scripts.remove(item)
-            self._advance(item[0])
 
     # ------------------------------------------------------------------------------- the tick
     def settled(self) -> bool:

@@ -13,26 +13,13 @@ the RFC's five). Injections are written ``NAME[:GROUP][@TIME]``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from replimon.producers import fleet_run
-from replimon.producers.fleet_run import Injection
+from replimon.producers.fleet_run import FaultSpec, Injection
 from replimon.producers.simulator_qlog.group import QlogGroupSim, Wait
 from replimon.producers.simulator_qlog.model import Replica, Value, majority
 
-Script = Callable[[QlogGroupSim, "Injection"], Iterator[Wait]]
 FAR = 600_000  # "until the script says otherwise"
-
-
-@dataclass(frozen=True)
-class FaultSpec:
-    """A catalogue entry: the fault's name, the alert kind it must produce (None for a near
-    miss), and its script."""
-
-    name: str
-    alert: str | None
-    summary: str
-    script: Script
 
 
 def parse_injection(text: str) -> Injection:
@@ -216,11 +203,12 @@ def leader_killed(g: QlogGroupSim, inj: Injection, down_ms: int) -> Iterator[Wai
     yield g.settled
 
 
-def _spec(name: str, alert: str | None, summary: str, script: Script) -> FaultSpec:
+def _spec(name: str, alert: str | None, summary: str,
+          script: Callable[[QlogGroupSim, Injection], Iterator[Wait]]) -> FaultSpec[QlogGroupSim]:
     return FaultSpec(name, alert, summary, script)
 
 
-CATALOGUE: dict[str, FaultSpec] = {
+CATALOGUE: dict[str, FaultSpec[QlogGroupSim]] = {
     spec.name: spec
     for spec in [
         _spec("qlog_divergent_decree", "QLOG_DIVERGENT_DECREE",

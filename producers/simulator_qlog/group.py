@@ -37,14 +37,12 @@ clean run. Every event is published after the change it reports with the replica
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from replimon.producers.fleet_run import Scripted, Wait
 from replimon.producers.simulator_qlog.model import Emit, Entry, Replica, Value, majority
-
-Wait = Callable[[], bool]
-"""What a fault script yields: the script goes on once this turns true."""
 
 TELEPORT_AFTER = 20  # a delayed replica further behind than this catches up by teleportation
 REPLAY_PER_TICK = 10
@@ -67,7 +65,7 @@ class Recovery:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class QlogGroupSim:
+class QlogGroupSim(Scripted):
     """A group of halon replicas (module docstring)."""
 
     def __init__(self, name: str, n: int, *, seed: int, tick_ms: int, heartbeat_ms: int,
@@ -301,25 +299,6 @@ class QlogGroupSim:
         self.recovery = None
 
     # ---------------------------------------------------------------------------- fault scripts
-    def after(self, ms: int) -> Wait:
-        deadline = self.t + ms
-        return lambda: self.t >= deadline
-
-    def start_script(self, script: Iterator[Wait]) -> None:
-        """Run a fault script up to its first wait; background disturbances pause while it runs."""
-        self.quiet = True
-        self._advance(script)
-
-    def _advance(self, script: Iterator[Wait]) -> None:
-        try:
-            self.scripts.append((script, next(script)))
-        except StopIteration:
-            self.quiet = bool(self.scripts)
-
-    def _run_scripts(self) -> None:
-        for item in [item for item in self.scripts if item[1]()]:
-            self.scripts.remove(item)
-            self._advance(item[0])
 
     # ------------------------------------------------------------------------------ the tick
     def members(self) -> tuple[str, ...]:

@@ -3,14 +3,14 @@
 
 One trace does it all, because one replay of many groups costs far less than many replays
 (docs/streaming.md, "End-to-end tests"): every fault of ``CATALOGUE`` in a group of its own, a
-few clean groups, and bad records; beside it a generations fleet (docs/families.md 2.7: every
-fault and every legal near miss in a group of its own, and clean groups) interleaved by time on
-the same topics. It is replayed in two installments on one checkpoint (the
+few clean groups, and bad records; beside it a generations fleet and a quorum-log fleet
+(docs/families.md 2.7 and 3.7: every fault and every legal near miss in a group of its own, and
+clean groups) interleaved by time on the same topics. It is replayed in two installments on one checkpoint (the
 events before ``CUT_S``, then the rest: a replay resumed after a stop), each one micro-batch.
 The verdicts are those ``tests/core/test_monitor_sim.py`` requires of the core alone:
 
 * each faulted group raises exactly its fault's kind (info kinds aside), with the evidence the
-  XCom simulator's manifest names (node, instance, ...); each generations near miss and clean
+  XCom simulator's manifest names (node, instance, ...); each other family's near miss and clean
   group raises nothing but info kinds;
 * PostgreSQL holds exactly the alert ids and statuses of ``Monitor().run(events)``, and the same
   records as the core fed in the job's order; ``monitor.alerts`` carries the same; every evidence
@@ -39,17 +39,16 @@ from typing import Any
 import pytest
 
 from replimon.core import Monitor
-from replimon.core.alerts import INFO
+from replimon.core.alerts import INFO, WEDGES
 from replimon.producers.simulator import SimOptions, Simulator
 from tests.support import publish, replay, settings_for, simulate
 from tests.support.e2e import (
     CLEAN_GROUPS,
     E2E,
     FAULTS,
-    GEN_CLEAN_GROUPS,
+    FLEETS,
     INFO_KINDS,
     SRC_KEYS,
-    WEDGE_KINDS,
     feed_order,
     read_at,
 )
@@ -96,8 +95,8 @@ def check_evidence(m: dict[str, Any], firing: list[dict[str, Any]]) -> None:
 
 
 def test_every_fault_is_detected_with_its_kind_and_evidence(e2e: E2E) -> None:
-    """XCom's faults and the generations family's (docs/families.md 2.7): each raises exactly its
-    kind, and each generations near miss nothing."""
+    """XCom's faults and the other families' (docs/families.md 2.7, 3.7): each raises exactly its
+    kind, and each near miss nothing."""
     got = problems(e2e.pg_alerts)
     wrong = {m["fault"]: (group, m["alert"], got.get(group)) for group, m in e2e.manifest.items()
              if got.get(group) != ({m["alert"]} if m["alert"] else None)}
@@ -108,9 +107,9 @@ def test_every_fault_is_detected_with_its_kind_and_evidence(e2e: E2E) -> None:
         mine = [a for a in e2e.pg_alerts if a["group"] == group and a["kind"] == m["alert"]]
         firing = [a for a in mine if a["status"] == "firing"]
         assert firing, m
-        if not m["fault"].startswith("gen_"):  # the XCom manifest names what the alert must point at
+        if m["fault"] in FAULTS:  # the XCom manifest names what the alert must point at
             check_evidence(m, firing)
-        if m["alert"] in WEDGE_KINDS:  # every fault ends within the trace: the wedge says it cleared
+        if m["alert"] in WEDGES:  # every fault ends within the trace: the wedge says it cleared
             assert {a["alert_id"] for a in firing} == {a["alert_id"] for a in mine if a["status"] == "resolved"}, m
 
 
@@ -118,10 +117,11 @@ def test_clean_groups_stay_silent(e2e: E2E) -> None:
     kinds = Counter((a["group"], a["kind"]) for a in e2e.pg_alerts if a["group"] in CLEAN_GROUPS)
     assert {k for _, k in kinds} == INFO_KINDS, kinds  # they reconfigured, and had commands refused
     assert {g for g, _ in kinds} == set(CLEAN_GROUPS), kinds
-    gen = Counter((a["group"], a["kind"]) for a in e2e.pg_alerts if a["group"] in GEN_CLEAN_GROUPS)
-    assert {k for _, k in gen} <= {"GEN_ELECTED"}, gen  # generations elected as nodes restart
-    assert {g: s["family"] for g, s in e2e.group_states.items() if g in GEN_CLEAN_GROUPS} == dict.fromkeys(
-        GEN_CLEAN_GROUPS, "gen")
+    for fleet in FLEETS:
+        said = Counter((a["group"], a["kind"]) for a in e2e.pg_alerts if a["group"] in fleet.clean_groups)
+        assert {k for _, k in said} <= fleet.info, said
+        assert {g: s["family"] for g, s in e2e.group_states.items() if g in fleet.clean_groups} == dict.fromkeys(
+            fleet.clean_groups, fleet.family)
 
 
 def _comparable(a: dict[str, Any]) -> tuple[Any, ...]:

@@ -17,7 +17,7 @@ import psycopg
 
 from replimon.core.limits import Limits
 from replimon.kafka import KafkaClient
-from replimon.producers import simulator_gen
+from replimon.producers import simulator_gen, simulator_qlog
 from replimon.producers.simulator import CATALOGUE, SimOptions, Simulator, parse_injection
 from tests.support import publish, read_topic, replay, settings_for
 
@@ -29,19 +29,46 @@ CLEAN = 4  # groups with no fault at all
 OPTIONS = SimOptions(duration_ms=120_000, groups=len(FAULTS) + CLEAN, nodes=3, seed=1, tick_ms=200,
                      restart_every_s=40, old_node_fraction=0.4)
 FAULT_AT_S = 10
-# A generations fleet beside the XCom one (docs/families.md 2.7): one group per fault and per legal
-# near miss, and clean groups; the same start and length, so both go through the same micro-batches.
-GEN_FAULTS = sorted(simulator_gen.CATALOGUE)
-GEN_CLEAN = 2
-GEN_OPTIONS = simulator_gen.SimOptions(duration_ms=OPTIONS.duration_ms, groups=len(GEN_FAULTS) + GEN_CLEAN,
-                                       nodes=3, seed=1, start_ms=OPTIONS.start_ms)
-GEN_CLEAN_GROUPS = [f"pg{len(GEN_FAULTS) + 1 + i}" for i in range(GEN_CLEAN)]
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """A protocol family's fleet beside the XCom one (docs/families.md 2.7, 3.7): one group per
+    fault and per legal near miss of its catalogue, and clean groups; the same start and length as
+    XCom's, so all go through the same micro-batches. ``info``: all a group of it may say besides
+    its fault (generations elected as nodes restart; legislatures whose members or leader change)."""
+
+    family: str
+    sim: Any  # the simulator package (simulator_gen, simulator_qlog)
+    prefix: str  # its group names: prefix + 1, 2, ...
+    clean: int
+    info: frozenset[str]
+
+    @property
+    def faults(self) -> list[str]:
+        return sorted(self.sim.CATALOGUE)
+
+    @property
+    def clean_groups(self) -> list[str]:
+        return [f"{self.prefix}{len(self.faults) + 1 + i}" for i in range(self.clean)]
+
+    def run(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Its events in time order, and its manifest."""
+        options = self.sim.SimOptions(duration_ms=OPTIONS.duration_ms, groups=len(self.faults) + self.clean,
+                                      nodes=3, seed=1, start_ms=OPTIONS.start_ms)
+        events: list[dict[str, Any]] = []
+        sim = self.sim.Simulator(options, [self.sim.parse_injection(f"{f}:{self.prefix}{i + 1}@{FAULT_AT_S}s")
+                                           for i, f in enumerate(self.faults)], events.append)
+        sim.run()
+        return events, sim.manifest()
+
+
+FLEETS = (Fleet("gen", simulator_gen, "pg", 2, frozenset({"GEN_ELECTED"})),
+          Fleet("qlog", simulator_qlog, "ql", 2, frozenset({"QLOG_RECONFIGURED"})))
 CUT_S = 32  # inside group_silent's silence (10-35 s), past its deadline (last event + 15 s + skew)
 MAX_OFFSETS = 1_000_000  # one micro-batch per installment (module docstring)
 CHUNK = 50_000  # events per test_job.publish call (librdkafka's default queue holds 100k)
 INFO_KINDS = {"CONFIG_INSTALLED", "RECONFIG_REFUSED"}  # all a clean run says (test_monitor_sim)
-WEDGE_KINDS = {"NODE_SILENT", "GROUP_SILENT", "QUORUM_AT_RISK", "QUORUM_LOST", "HORIZON_WEDGE", "NO_PROGRESS",
-               "EXECUTOR_LAG", "PENDING_CONFIG_STUCK", "GEN_NO_ONLINE", "GEN_RECOVERY_STUCK", "GEN_VOTE_STUCK"}
 SRC_KEYS = ("topic", "partition", "offset")
 
 
@@ -109,13 +136,13 @@ def run_e2e(spark: Any, broker: Any, postgres: Any, tmp_path: Path) -> E2E:
     sim.run()
     manifest = {m["group"]: m for m in sim.manifest()}
     assert sorted(m["fault"] for m in manifest.values()) == FAULTS  # every fault was injected
-    gen_events: list[dict[str, Any]] = []
-    gen_sim = simulator_gen.Simulator(GEN_OPTIONS, [simulator_gen.parse_injection(f"{f}:pg{i + 1}@{FAULT_AT_S}s")
-                                                    for i, f in enumerate(GEN_FAULTS)], gen_events.append)
-    gen_sim.run()
-    manifest.update({m["group"]: m for m in gen_sim.manifest()})
-    # the two fleets interleaved by time, as replicas publish them (each keeps its own order)
-    events = list(heapq.merge(events, gen_events, key=lambda e: e["ts_ms"]))
+    # the fleets interleaved by time, as replicas publish them (each keeps its own order)
+    streams = [events]
+    for fleet in FLEETS:
+        fleet_events, fleet_manifest = fleet.run()
+        streams.append(fleet_events)
+        manifest.update({m["group"]: m for m in fleet_manifest})
+    events = list(heapq.merge(*streams, key=lambda e: e["ts_ms"]))
     cut = OPTIONS.start_ms + CUT_S * 1000
     silent = next(g for g, m in manifest.items() if m["fault"] == "group_silent")
     lim = Limits.from_settings(settings)
