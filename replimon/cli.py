@@ -161,17 +161,18 @@ def demo(
     inject: Annotated[list[str] | None, typer.Option("--inject", "-i", help="faults to inject, of either family's catalogue (default: a few of each)")] = None,
     plain: Annotated[bool, typer.Option("--plain", help="print a line every few seconds instead of a live table")] = False,
     job: Annotated[bool, typer.Option("--job/--no-job", help="run the Spark monitoring job (default) or only publish")] = True,
-    families: Annotated[str, typer.Option(help="the fleet's protocol families, comma-separated: xcom, gen")] = "xcom,gen",
+    families: Annotated[str, typer.Option(help="the fleet's protocol families, comma-separated: xcom, gen, qlog")] = "xcom,gen,qlog",
     gen_groups: Annotated[int, typer.Option(min=1, help="generations groups in the demo fleet (pg1, pg2, ...)")] = 3,
+    qlog_groups: Annotated[int, typer.Option(min=1, help="quorum-log groups in the demo fleet (ql1, ql2, ...)")] = 3,
 ) -> None:
-    """The embedded default: broker, PostgreSQL, a mixed fleet (XCom and generations groups), the
-    Spark job and a live view."""
+    """The embedded default: broker, PostgreSQL, a mixed fleet (XCom, generations and quorum-log
+    groups), the Spark job and a live view."""
     from replimon.demo import plan_demo, run_demo
 
     settings = state.settings()
     try:
         plan = plan_demo(settings, families=families, groups=groups, gen_groups=gen_groups, nodes=nodes,
-                         duration=duration, inject=inject)
+                         duration=duration, inject=inject, qlog_groups=qlog_groups)
     except ValueError as exc:
         raise fail(f"demo: {exc}") from None
     run_demo(settings, plan, plain=plain, with_job=job)

@@ -10,6 +10,7 @@ stops the job, and stops everything.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,14 @@ from rich.table import Table
 from rich.text import Text
 
 from replimon.config import Settings
-from replimon.demo_fleet import DemoFleet, FleetChoice, Injection, parse_families, parse_injection
+from replimon.demo_fleet import (
+    DEFAULT_QLOG_GROUPS,
+    DemoFleet,
+    FleetChoice,
+    Injection,
+    parse_families,
+    parse_injection,
+)
 from replimon.producers.simulator import parse_duration_ms
 
 
@@ -38,12 +46,13 @@ class DemoPlan:
 
 
 def plan_demo(settings: Settings, *, families: str, groups: int, gen_groups: int, nodes: int,
-              duration: str, inject: list[str] | None) -> DemoPlan:
+              duration: str, inject: list[str] | None, qlog_groups: int = DEFAULT_QLOG_GROUPS) -> DemoPlan:
     """The demo the flags ask for; ValueError (one line) for a bad flag: an unknown family, fault
     or group, a fault at or after the end of the run, too few nodes for a family. The fleet is
     built once here to check it, before anything is started."""
     duration_ms = parse_duration_ms(duration)
-    choice = FleetChoice(parse_families(families), groups, gen_groups, nodes)
+    choice = FleetChoice(parse_families(families), groups=groups, gen_groups=gen_groups,
+                         qlog_groups=qlog_groups, nodes=nodes)
     if inject is None:  # the defaults are spread over a long demo; a short one keeps the early ones
         injections = [i for i in choice.default_injections() if duration_ms <= 0 or i.at_ms < duration_ms]
     else:
@@ -55,6 +64,103 @@ def plan_demo(settings: Settings, *, families: str, groups: int, gen_groups: int
     plan = DemoPlan(choice, injections, duration_ms)
     plan.fleet(settings, 0)
     return plan
+
+
+# -- what the live view shows of a group, per family (docs/families.md 5.2) ------------------------
+Cell = Callable[[dict[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class FamilyView:
+    """One family's table in the live view: its title and its columns between "group" and
+    "firing", each a header, a justification and the cell's text from the group's snapshot."""
+
+    family: str
+    title: str
+    columns: tuple[tuple[str, str, Cell], ...]
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _active(snap: dict[str, Any]) -> dict[str, Any]:
+    return snap.get("active") or {}
+
+
+def _config(snap: dict[str, Any]) -> dict[str, Any]:
+    return snap.get("config") or {}
+
+
+def _nodes(snap: dict[str, Any], line: Callable[[str, dict[str, Any]], str]) -> str:
+    """One line per node, ``line(node, its snapshot)``, a node outside the current
+    configuration and a silent one flagged."""
+    out = []
+    for node, n in sorted((snap.get("nodes") or {}).items()):
+        text = line(node, n)
+        if not n.get("member"):
+            text += " not configured"
+        if n.get("silent"):
+            text += " silent"
+        out.append(text)
+    return "\n".join(out)
+
+
+def _gen_members(snap: dict[str, Any]) -> str:
+    """``1/3 minority``: the generation's members of the configured nodes."""
+    config = _config(snap)
+    if not config:
+        return ""
+    text = f"{len(config.get('members') or [])}/{len(config.get('configured') or [])}"
+    return text + " minority" if config.get("minority") else text
+
+
+def _qlog_members(snap: dict[str, Any]) -> str:
+    """``n3 (leader) n2 n1``: M(L) in order, the members that hold the lease marked."""
+    return " ".join(m["id"] + (" (leader)" if m.get("leader") else "") for m in _config(snap).get("members") or [])
+
+
+def _qlog_recovering(snap: dict[str, Any]) -> str:
+    """One line per open recover episode: the replica serving it, its legislature, the new list."""
+    return "\n".join(f"{e[0]} leg {e[1]} -> {' '.join(map(str, e[2]))}"
+                     for e in _config(snap).get("recovering") or [])
+
+
+XCOM_VIEW = FamilyView("xcom", "", (
+    ("members", "right", lambda s: str(len(_active(s).get("members", [])))),
+    ("decided", "right", lambda s: str(s.get("decided"))),
+    ("executed (majority)", "right", lambda s: str(s.get("executed_majority", ""))),
+    ("eh", "right", lambda s: str(_active(s).get("event_horizon", ""))),
+    ("eff. horizon", "right", lambda s: str(s.get("effective_horizon", ""))),
+    ("window", "right", lambda s: "" if s.get("window_fraction") is None else f"{s['window_fraction']:.0%}"),
+    ("pending", "right", lambda s: str(len(s.get("pending") or []))),
+))
+# Generations (``snapshot()``'s ``config`` and ``nodes``): the current generation, its members of
+# the configured nodes (a minority generation flagged), the open election, each node's status in
+# its generation and mtm's node_status.
+GEN_VIEW = FamilyView("gen", ", generations", (
+    ("family", "left", lambda s: str(s.get("family"))),
+    ("gen", "right", lambda s: _text(_config(s).get("num"))),
+    ("members", "left", _gen_members),
+    ("election", "right", lambda s: _text(_config(s).get("election"))),
+    ("nodes", "left", lambda s: _nodes(s, lambda node, n: f"{node} {n.get('status') or '-'} "
+                                       f"({n.get('node_status') or '-'}) gen {n.get('gen')}")),
+))
+# Quorum-log: the legislature, its members in order with the leader marked, the decree frontier
+# (passed, executed, executed by a majority of the members), open recoveries, and each replica's
+# status, legislature and watermark.
+QLOG_VIEW = FamilyView("qlog", ", quorum-log", (
+    ("family", "left", lambda s: str(s.get("family"))),
+    ("leg", "right", lambda s: _text(_config(s).get("legislature"))),
+    ("members", "left", _qlog_members),
+    ("passed", "right", lambda s: _text(_config(s).get("passed"))),
+    ("executed", "right", lambda s: _text(_config(s).get("executed"))),
+    ("executed (majority)", "right", lambda s: _text(s.get("executed_majority"))),
+    ("recovering", "left", _qlog_recovering),
+    ("nodes", "left", lambda s: _nodes(s, lambda node, n: f"{node} {n.get('status') or '-'} "
+                                       f"leg {n.get('legislature')} wm {n.get('watermark')}")),
+))
+VIEWS = (XCOM_VIEW, GEN_VIEW, QLOG_VIEW)
 
 
 class MonitorView:
@@ -83,59 +189,35 @@ class MonitorView:
         del self.alerts[:-12]
 
     def tables(self) -> list[Table]:
-        """The XCom groups' table, then the generations groups' (each shown only when the job
-        has reported a group of that family)."""
-        xcom = {g: s for g, s in self.snapshots.items() if s.get("family", "xcom") != "gen"}
-        gen = {g: s for g, s in self.snapshots.items() if s.get("family") == "gen"}
-        out = [self.table(xcom)] if xcom or not gen else []
-        if gen:
-            out.append(self.gen_table(gen))
-        return out
+        """One table per family, in the order of ``VIEWS``, each shown only when the job has
+        reported a group of that family (XCom's also before any group at all). A snapshot
+        without a family (an older job's) is XCom's."""
+        by_family: dict[str, dict[str, dict[str, Any]]] = {}
+        for group, snap in self.snapshots.items():
+            by_family.setdefault(snap.get("family") or "xcom", {})[group] = snap
+        return [self.family_table(view, by_family.get(view.family, {})) for view in VIEWS
+                if view.family in by_family or (view.family == "xcom" and not by_family)]
 
     def _firing(self, group: str) -> Text:
         firing = sorted({a["kind"] for a in self.firing.values() if a["group"] == group})
         return Text(", ".join(firing), style="bold red" if firing else "")
 
-    def _title(self, what: str) -> str:
-        return f"monitor (Spark job){what}: {self.batches} batches, {self.dead_letters} dead letters"
-
     def table(self, snapshots: dict[str, dict[str, Any]] | None = None) -> Table:
         """The XCom groups as the job sees them: membership, frontiers, horizon, window use."""
-        snapshots = self.snapshots if snapshots is None else snapshots
-        table = Table(title=self._title(""))
-        for col in ("group", "members", "decided", "executed (majority)", "eh", "eff. horizon", "window", "pending", "firing"):
-            table.add_column(col, justify="left" if col in ("group", "firing") else "right")
-        for name in sorted(snapshots, key=lambda g: (len(g), g)):
-            snap = snapshots[name]
-            active = snap.get("active") or {}
-            table.add_row(
-                name, str(len(active.get("members", []))), str(snap.get("decided")),
-                str(snap.get("executed_majority", "")), str(active.get("event_horizon", "")),
-                str(snap.get("effective_horizon", "")),
-                "" if snap.get("window_fraction") is None else f"{snap['window_fraction']:.0%}",
-                str(len(snap.get("pending") or [])), self._firing(name),
-            )
-        return table
+        return self.family_table(VIEWS[0], self.snapshots if snapshots is None else snapshots)
 
-    def gen_table(self, snapshots: dict[str, dict[str, Any]]) -> Table:
-        """The generations groups as the job sees them (``snapshot()``'s ``config`` and
-        ``nodes``, docs/families.md 5.2): the current generation, its members of the configured
-        nodes (a minority generation flagged), the open election, each node's status in its
-        generation and its node_status."""
-        table = Table(title=self._title(", generations"))
-        for col in ("group", "family", "gen", "members", "election", "nodes", "firing"):
-            table.add_column(col, justify="right" if col in ("gen", "election") else "left")
+    def family_table(self, view: FamilyView, snapshots: dict[str, dict[str, Any]]) -> Table:
+        """One row per group of ``view``'s family: the group, the view's cells of its snapshot,
+        the alert kinds firing in it."""
+        table = Table(title=f"monitor (Spark job){view.title}: {self.batches} batches, "
+                            f"{self.dead_letters} dead letters")
+        table.add_column("group")
+        for header, justify, _ in view.columns:
+            table.add_column(header, justify=justify)  # type: ignore[arg-type]
+        table.add_column("firing")
         for name in sorted(snapshots, key=lambda g: (len(g), g)):
             snap = snapshots[name]
-            config = snap.get("config") or {}
-            members, configured = config.get("members") or [], config.get("configured") or []
-            size = f"{len(members)}/{len(configured)}" if config else ""
-            if config.get("minority"):
-                size += " minority"
-            election = config.get("election")
-            nodes = "\n".join(_gen_node(node, n) for node, n in sorted((snap.get("nodes") or {}).items()))
-            table.add_row(name, str(snap.get("family")), str(config.get("num", "")), size,
-                          "" if election is None else str(election), nodes, self._firing(name))
+            table.add_row(name, *(cell(snap) for _, _, cell in view.columns), self._firing(name))
         return table
 
     def recent(self) -> Table:
@@ -150,17 +232,6 @@ class MonitorView:
             table.add_row(a["status"], a["severity"], Text(a["kind"], style=style), a["group"], a.get("node") or "",
                           "" if a.get("instance") is None else str(a["instance"]), a["message"])
         return table
-
-
-def _gen_node(node: str, n: dict[str, Any]) -> str:
-    """``n2 RECOVERY (recovery) gen 7``; a node not configured in the current generation says so,
-    a silent one too."""
-    text = f"{node} {n.get('status') or '-'} ({n.get('node_status') or '-'}) gen {n.get('gen')}"
-    if not n.get("member"):
-        text += " not configured"
-    if n.get("silent"):
-        text += " silent"
-    return text
 
 
 def run_demo(

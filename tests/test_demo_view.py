@@ -1,8 +1,9 @@
 """The demo's live view of the job (``replimon.demo.MonitorView``): alert messages are shown
 whole, wrapped to the terminal, and info alerts (events) are never listed as firing; each
 family's groups in their own table (a generations group with its generation, members, election
-and node statuses; XCom's table as it was); the default demo is a mixed fleet, and bad fleet
-flags fail in one line."""
+and node statuses; a quorum-log group with its legislature, members and leader, decree frontier,
+recoveries and replicas; XCom's table as it was); the default demo is a fleet of the three
+families, and bad fleet flags fail in one line."""
 
 from __future__ import annotations
 
@@ -69,6 +70,48 @@ GEN_SNAPSHOT = {"group": "pg1", "family": "gen", "decided": -1, "config_version"
                            "silent": True}}}
 
 
+QLOG_SNAPSHOT = {"group": "ql1", "family": "qlog", "decided": 510, "config_version": 48,
+                 "executed_majority": 508,
+                 "config": {"legislature": 48, "passed": 512, "executed": 510,
+                            "members": [{"id": "n3", "leader": True}, {"id": "n2", "leader": False},
+                                        {"id": "n1", "leader": False}],
+                            "recovering": [["n2", 48, ["n2", "n3", "n4"]]]},
+                 "nodes": {
+                     "n1": {"member": True, "status": "delayed", "legislature": 47, "watermark": 490,
+                            "leader": None, "silent": True},
+                     "n2": {"member": True, "status": "recovering", "legislature": 48, "watermark": 509,
+                            "leader": "n3", "silent": False},
+                     "n3": {"member": True, "status": "active", "legislature": 48, "watermark": 511,
+                            "leader": "n3", "silent": False},
+                     "n4": {"member": False, "status": "active", "legislature": 48, "watermark": 505,
+                            "leader": "n3", "silent": False}}}
+
+
+def test_a_quorum_log_group_shows_its_legislature_leader_frontier_recoveries_and_replicas() -> None:
+    view = MonitorView()
+    alert = {**_alert("QLOG_NO_LEADER", "critical", "wedge", "no leader"), "group": "ql1"}
+    view(SimpleNamespace(dead_letters=[], snapshots=[QLOG_SNAPSHOT, XCOM_SNAPSHOT, GEN_SNAPSHOT], alerts=[alert]))
+    tables = view.tables()
+    assert [t.title.split(":")[0] for t in tables] == [
+        "monitor (Spark job)", "monitor (Spark job), generations", "monitor (Spark job), quorum-log"]
+    text = _render(tables[2])
+    assert [c.strip() for c in text.splitlines()[2].split("┃")[1:-1]] == [
+        "group", "family", "leg", "members", "passed", "executed", "executed (majority)", "recovering",
+        "nodes", "firing"]
+    rows = _rows(text)
+    assert rows[0] == ["ql1", "qlog", "48", "n3 (leader) n2 n1", "512", "510", "508", "n2 leg 48 -> n2 n3 n4",
+                       "n1 delayed leg 47 wm 490 silent", "QLOG_NO_LEADER"]
+    assert [r[8] for r in rows[1:]] == ["n2 recovering leg 48 wm 509", "n3 active leg 48 wm 511",
+                                        "n4 active leg 48 wm 505 not configured"]
+    assert "ql1" not in _render(tables[0]) + _render(tables[1])
+    # A group before its first legislature: empty cells, not an error.
+    early = MonitorView()
+    early(SimpleNamespace(dead_letters=[], snapshots=[{"group": "ql2", "family": "qlog", "config": None,
+                                                       "executed_majority": None, "nodes": {}}], alerts=[]))
+    (only,) = early.tables()
+    assert _rows(_render(only)) == [["ql2", "qlog", "", "", "", "", "", "", "", ""]]
+
+
 def test_a_generations_group_shows_its_generation_members_election_and_node_statuses() -> None:
     view = MonitorView()
     gen_alert = {**_alert("GEN_NO_ONLINE", "critical", "liveness", "no node online"), "group": "pg1"}
@@ -84,7 +127,8 @@ def test_the_xcom_table_is_unchanged_beside_generations_groups() -> None:
     alone, mixed = MonitorView(), MonitorView()
     alert = _alert("BEYOND_HORIZON", "critical", "violation", "beyond")
     alone(SimpleNamespace(dead_letters=[], snapshots=[XCOM_SNAPSHOT], alerts=[{**alert, "group": "g2"}]))
-    mixed(SimpleNamespace(dead_letters=[], snapshots=[XCOM_SNAPSHOT, GEN_SNAPSHOT], alerts=[{**alert, "group": "g2"}]))
+    mixed(SimpleNamespace(dead_letters=[], snapshots=[XCOM_SNAPSHOT, GEN_SNAPSHOT, QLOG_SNAPSHOT],
+                          alerts=[{**alert, "group": "g2"}]))
     assert [_render(t) for t in alone.tables()] == [_render(alone.table())]
     assert _rows(_render(mixed.tables()[0])) == _rows(_render(alone.table())) == [
         ["g2", "2", "2013", "2010", "10", "2023", "30%", "1", "BEYOND_HORIZON"]]
@@ -105,7 +149,7 @@ def _demo_defaults() -> dict[str, Any]:
     return {p.name: p.default for p in command.params}
 
 
-def test_the_default_demo_is_a_mixed_fleet_whose_faults_each_fire_within_two_minutes() -> None:
+def test_the_default_demo_is_a_three_family_fleet_whose_faults_each_fire_within_two_minutes() -> None:
     from replimon.config import load_settings
     from replimon.core import Monitor
     from replimon.core.limits import Limits
@@ -114,12 +158,14 @@ def test_the_default_demo_is_a_mixed_fleet_whose_faults_each_fire_within_two_min
     d = _demo_defaults()
     settings = load_settings(None)
     plan = plan_demo(settings, families=d["families"], groups=d["groups"], gen_groups=d["gen_groups"],
-                     nodes=d["nodes"], duration=d["duration"], inject=d["inject"])
-    assert plan.choice.families == ("xcom", "gen")
+                     qlog_groups=d["qlog_groups"], nodes=d["nodes"], duration=d["duration"], inject=d["inject"])
+    assert plan.choice.families == ("xcom", "gen", "qlog")
     fleet = plan.fleet(settings, 1_700_000_000_000)
-    assert fleet.group_names == [f"g{i}" for i in range(1, 7)] + ["pg1", "pg2", "pg3"]
-    gen_faults = [i for i in plan.injections if i.group.startswith("pg")]
-    assert len(gen_faults) == 2 and all(i.at_ms <= 90_000 for i in plan.injections)
+    assert fleet.group_names == [f"g{i}" for i in range(1, 7)] + ["pg1", "pg2", "pg3", "ql1", "ql2", "ql3"]
+    family_faults = {p: [i for i in plan.injections if i.group.startswith(p)] for p in ("pg", "ql")}
+    assert [len(f) for f in family_faults.values()] == [2, 2] and all(i.at_ms <= 90_000 for i in plan.injections)
+    assert [fleet_table.title.split(",")[0] for fleet_table in fleet.tables()] == [
+        "replimon demo fleet (XCom)", "replimon demo fleet (generations)", "replimon demo fleet (quorum-log)"]
     # Through the monitor, every default fault raises its alert in its group by 110 s, and the
     # families do not meet (no FAMILY_CONFLICT, nothing on the clean groups).
     monitor = Monitor(Limits.from_settings(settings))
@@ -130,16 +176,27 @@ def test_the_default_demo_is_a_mixed_fleet_whose_faults_each_fire_within_two_min
         fleet.step()
     from replimon.producers.simulator import CATALOGUE as XCOM
     from replimon.producers.simulator_gen import CATALOGUE as GEN
+    from replimon.producers.simulator_qlog import CATALOGUE as QLOG
 
-    want = {(i.group, (GEN if i.group.startswith("pg") else XCOM)[i.fault].alert) for i in plan.injections}
+    catalogue = {"g": XCOM, "pg": GEN, "ql": QLOG}
+    want = {(i.group, catalogue[i.group.rstrip("0123456789")][i.fault].alert) for i in plan.injections}
+    assert {k for _, k in want} >= {"QLOG_DIVERGENT_DECREE", "QLOG_NO_LEADER", "GEN_REGRESSION"}
     assert want <= raised
     assert {g for g, _ in raised} <= {i.group for i in plan.injections}
-    assert {monitor.groups[g].snapshot()["family"] for g in ("g1", "pg3")} == {"xcom", "gen"}
+    assert [monitor.groups[g].snapshot()["family"] for g in ("g1", "pg3", "ql3")] == ["xcom", "gen", "qlog"]
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--families", "xcom,paxos"], "replimon: demo: --families: unknown family 'paxos' (families are xcom, gen)"),
-    (["--families", ","], "replimon: demo: --families: name at least one of xcom, gen"),
+    (["--families", "xcom,paxos"], "replimon: demo: --families: unknown family 'paxos' (families are xcom, gen, qlog)"),
+    (["--families", ","], "replimon: demo: --families: name at least one of xcom, gen, qlog"),
+    (["--families", "xcom,gen", "--inject", "qlog_no_leader:ql1@10s"],
+     "replimon: demo: --inject qlog_no_leader: a quorum-log fault, and qlog is not in --families"),
+    (["--families", "qlog", "--inject", "beyond_horizon:g1@10s"],
+     "replimon: demo: --inject beyond_horizon: an XCom fault, and xcom is not in --families"),
+    (["--qlog-groups", "1", "--inject", "qlog_no_leader:ql2@10s"],
+     "replimon: demo: fault qlog_no_leader: no group 'ql2' (groups are ql1)"),
+    (["--families", "xcom,qlog", "--nodes", "2"],
+     "replimon: demo: a quorum-log group needs at least 3 replicas, and a fleet 1 group"),
     (["--families", "xcom", "--inject", "gen_regression:pg1@10s"],
      "replimon: demo: --inject gen_regression: a generations fault, and gen is not in --families"),
     (["--gen-groups", "2", "--inject", "gen_regression:pg3@10s"],

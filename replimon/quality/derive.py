@@ -31,6 +31,10 @@ from replimon.quality.suites import (
     HEARTBEATS,
     INPUT_SUITES,
     NODES,
+    QLOG_DECREE,
+    QLOG_HEARTBEATS,
+    QLOG_PASSED,
+    QLOG_RECOVER,
     STATE,
 )
 
@@ -42,7 +46,10 @@ _NUMERIC = {"partition", "offset", "ts_ms", "seq", "incarnation", "instance", "c
             "detected_ts_ms", "clock_ms", "executed_majority",
             "effective_horizon", "active_start", "pending", "active_configs",
             "gen_num", "gen_members", "gen_configured", "members_outside", "last_online_in",
-            "last_vote_num", "xgen", "at_num", "xact_sample"}
+            "last_vote_num", "xgen", "at_num", "xact_sample",
+            "num", "leg", "new_leg", "reconf_members", "ballot_n", "acceptors_count", "acked_count",
+            "acked_outside", "old_count", "new_count", "relocated_outside", "synced_outside",
+            "leg_members", "watermark", "leader_outside"}
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,44 @@ class Record:
 
 def _opt_len(value: Any) -> int | None:
     return None if value is None else len(value)
+
+
+def _outside(ids: Any, within: Any) -> int | None:
+    """How many of ``ids`` are not in ``within`` (None when there are no ``ids``)."""
+    return None if ids is None else len(set(ids) - set(within or ()))
+
+
+def _qlog_value(e: Mapping[str, Any]) -> dict[str, Any]:
+    return {"num": e.get("num"), "leg": e.get("leg"), "kind": e.get("kind"), "digest": e.get("digest"),
+            "new_leg": e.get("new_leg"), "reconf_members": _opt_len(e.get("members"))}
+
+
+def _qlog_passed(e: Mapping[str, Any]) -> dict[str, Any]:
+    ballot = e.get("ballot") or {}
+    return {**_qlog_value(e), "ballot_n": ballot.get("n"), "ballot_proposer": ballot.get("proposer"),
+            "acceptors_count": _opt_len(e.get("acceptors")), "acked_count": _opt_len(e.get("acked")),
+            "acked_outside": _outside(e.get("acked"), e.get("acceptors")), "recovery": e.get("recovery")}
+
+
+def _qlog_recover(e: Mapping[str, Any]) -> dict[str, Any]:
+    relocated = e.get("relocated") or []
+    new, old = set(e.get("new") or ()), set(e.get("old") or ())
+    return {"phase": e.get("phase"), "leg": e.get("leg"), "old_count": _opt_len(e.get("old")),
+            "new_count": _opt_len(e.get("new")),
+            "relocated_outside": sum(1 for r in relocated if r.get("node") not in new or r.get("from") not in old),
+            "synced_outside": _outside(e.get("synced_with"), new)}
+
+
+def _qlog_heartbeat(e: Mapping[str, Any]) -> dict[str, Any]:
+    leader, members = e.get("leader"), e.get("members") or []
+    return {"leg": e.get("leg"), "leg_members": len(members), "watermark": e.get("watermark"),
+            "leader": leader, "leader_outside": None if leader is None else int(leader not in members),
+            "status": e.get("status")}
+
+
+# The quorum-log types' rows (docs/families.md 3.2), by suite.
+_QLOG_ROWS = {QLOG_DECREE: lambda e: {**_qlog_value(e), "outcome": e.get("outcome")},
+              QLOG_PASSED: _qlog_passed, QLOG_RECOVER: _qlog_recover, QLOG_HEARTBEATS: _qlog_heartbeat}
 
 
 def _row(rec: Record, suite: str) -> dict[str, Any]:
@@ -97,6 +142,8 @@ def _row(rec: Record, suite: str) -> dict[str, Any]:
         row.update(gen_num=e.get("gen_num"), last_online_in=e.get("last_online_in"),
                    last_vote_num=e.get("last_vote_num"), node_status=e.get("node_status"),
                    xact_sample=e.get("xact_sample"))
+    elif suite in _QLOG_ROWS:
+        row.update(_QLOG_ROWS[suite](e))
     else:
         row.update(instance=e.get("instance"), outcome=e.get("outcome"), start=e.get("start"),
                    event_horizon=e.get("event_horizon"), members_count=_opt_len(e.get("members")),
@@ -114,8 +161,8 @@ def _frame(rows: list[dict[str, Any]], suite: str) -> pd.DataFrame:
 
 
 def input_frames(records: Iterable[Record]) -> dict[str, pd.DataFrame]:
-    """One frame per input suite (empty suites left out), with ``seq_step`` and, for both
-    families' heartbeats, ``clock_offset_ms``; rows in (source, partition, offset) order."""
+    """One frame per input suite (empty suites left out), with ``seq_step`` and, for every
+    family's heartbeats, ``clock_offset_ms``; rows in (source, partition, offset) order."""
     rows: dict[str, list[dict[str, Any]]] = {s: [] for s in INPUT_SUITES}
     for rec in records:
         suite = SUITE_OF_TYPE.get(str(rec.event.get("type")))
@@ -128,7 +175,7 @@ def input_frames(records: Iterable[Record]) -> dict[str, pd.DataFrame]:
         items.sort(key=lambda r: (r["source"], r["partition"], r["offset"]))
         df = _frame(items, suite)
         df["seq_step"] = seq_steps(df)
-        if suite in (HEARTBEATS, GEN_HEARTBEATS):
+        if suite in (HEARTBEATS, GEN_HEARTBEATS, QLOG_HEARTBEATS):
             df["clock_offset_ms"] = clock_offsets(df)
         out[suite] = df
     return out
@@ -144,16 +191,23 @@ def clock_offsets(df: pd.DataFrame) -> pd.Series:
     """``clock_offset_ms`` of each heartbeat (``DERIVED``); ``df`` is in offset order within
     each partition. A median over the nodes' latest times is robust to one wrong clock (with 3
     or more nodes), and the per-node median over its heartbeats to one late record (the first
-    heartbeat after a silence of the whole group is compared with the others' old times)."""
-    latest: dict[tuple[Any, Any, Any], dict[Any, float]] = {}
+    heartbeat after a silence of the whole group is compared with the others' old times). A node
+    not heard within the group's last ``2 x nodes`` heartbeats (every live node sends one a
+    second, whatever its clock says) has left: a membership change that removes several nodes
+    must not make the ones that stay look ahead of their old peers' last times."""
+    latest: dict[tuple[Any, Any, Any], dict[Any, tuple[float, int]]] = {}
+    arrivals: dict[tuple[Any, Any, Any], int] = {}
     diffs: dict[tuple[Any, Any, Any, Any], list[float]] = {}
     keys: list[tuple[Any, Any, Any, Any]] = []
     for source, partition, group, node, ts in zip(df["source"], df["partition"], df["group"],
                                                   df["node"], df["ts_ms"], strict=True):
-        seen = latest.setdefault((source, partition, group), {})
-        seen[node] = ts
+        where = (source, partition, group)
+        n = arrivals[where] = arrivals.get(where, 0) + 1
+        seen = latest.setdefault(where, {})
+        seen[node] = (ts, n)
+        recent = [t for t, at in seen.values() if n - at < 2 * len(seen)]
         key = (source, partition, group, node)
-        diffs.setdefault(key, []).append(ts - statistics.median(seen.values()))
+        diffs.setdefault(key, []).append(ts - statistics.median(recent))
         keys.append(key)
     medians = {k: statistics.median(v) for k, v in diffs.items()}
     return pd.Series([medians[k] for k in keys], index=df.index, dtype="float64")

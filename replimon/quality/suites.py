@@ -1,7 +1,8 @@
 """The data-quality suites as code: what each expectation checks, on which columns, and why.
 
 One suite per input topic (contract v1 beyond what the JSON Schema can say), one per generations
-event type (``gen.state``, ``gen.xact``, ``gen.heartbeat``: they share the topics) and per output
+event type (``gen.state``, ``gen.xact``, ``gen.heartbeat``: they share the topics), one per
+quorum-log event type (``qlog.decree``, ``qlog.passed``, ``qlog.recover``, ``qlog.heartbeat``) and per output
 (``monitor.alerts``: alert fields complete; ``monitor.state`` and ``monitor.state.nodes``: state
 invariants). Each expectation is a plain Great Expectations 1.x expectation on a column of the
 suite's frame; what GX cannot express directly (a node's seq going backwards, a node's clock
@@ -31,14 +32,19 @@ DECISIONS, EXECUTIONS, HEARTBEATS, CONFIG = (
 # The generations family's types share the four topics by role (docs/families.md 1.3), so their
 # suites are named after the type, under the same "replica." prefix as the topics' suites.
 GEN_STATE, GEN_XACT, GEN_HEARTBEATS = "replica.gen.state", "replica.gen.xact", "replica.gen.heartbeat"
+QLOG_DECREE, QLOG_PASSED, QLOG_RECOVER, QLOG_HEARTBEATS = (
+    "replica.qlog.decree", "replica.qlog.passed", "replica.qlog.recover", "replica.qlog.heartbeat")
 ALERTS, STATE, NODES = "monitor.alerts", "monitor.state", "monitor.state.nodes"
 XCOM_SUITES = (DECISIONS, EXECUTIONS, HEARTBEATS, CONFIG)
 GEN_SUITES = (GEN_STATE, GEN_XACT, GEN_HEARTBEATS)
-INPUT_SUITES = XCOM_SUITES + GEN_SUITES
+QLOG_SUITES = (QLOG_DECREE, QLOG_PASSED, QLOG_RECOVER, QLOG_HEARTBEATS)
+INPUT_SUITES = XCOM_SUITES + GEN_SUITES + QLOG_SUITES
 OUTPUT_SUITES = (ALERTS, STATE, NODES)
 SUITES = INPUT_SUITES + OUTPUT_SUITES
 EVENT_TYPE = {DECISIONS: "decision", EXECUTIONS: "execution", HEARTBEATS: "heartbeat", CONFIG: "config",
-              GEN_STATE: "gen.state", GEN_XACT: "gen.xact", GEN_HEARTBEATS: "gen.heartbeat"}
+              GEN_STATE: "gen.state", GEN_XACT: "gen.xact", GEN_HEARTBEATS: "gen.heartbeat",
+              QLOG_DECREE: "qlog.decree", QLOG_PASSED: "qlog.passed", QLOG_RECOVER: "qlog.recover",
+              QLOG_HEARTBEATS: "qlog.heartbeat"}
 
 # An event time before 2000-01-01 is not epoch milliseconds (most likely seconds, or a zero).
 MIN_TS_MS = 946_684_800_000
@@ -55,6 +61,10 @@ GEN_STATUSES = ["ONLINE", "RECOVERY", "DEAD"]
 GEN_NODE_STATUSES = ["online", "recovery", "catchup", "disabled", "isolated"]
 XACT_PHASES = ["prepared", "committed", "aborted"]
 XACT_ROLES = ["coordinator", "replica", "resolver"]
+# Quorum-log: a decree's kind and outcome, a recover request's phase (docs/families.md 3.2).
+DECREE_KINDS = ["values", "reconf"]
+DECREE_OUTCOMES = ["executed", "skipped"]
+RECOVER_PHASES = ["started", "synced", "failed"]
 
 # Identifying columns of every input frame (where the record was read, whose it is).
 WHERE = ["source", "partition", "offset"]
@@ -75,6 +85,15 @@ COLUMNS: dict[str, list[str]] = {
     GEN_XACT: [*WHERE, *ENVELOPE, "gid", "xgen", "phase", "role", "mode", "at_num", "at_status", "seq_step"],
     GEN_HEARTBEATS: [*WHERE, *ENVELOPE, "gen_num", "last_online_in", "last_vote_num", "node_status",
                      "xact_sample", "seq_step", "clock_offset_ms"],
+    QLOG_DECREE: [*WHERE, *ENVELOPE, "num", "leg", "kind", "digest", "outcome", "new_leg", "reconf_members",
+                  "seq_step"],
+    QLOG_PASSED: [*WHERE, *ENVELOPE, "num", "leg", "ballot_n", "ballot_proposer", "acceptors_count",
+                  "acked_count", "acked_outside", "kind", "digest", "new_leg", "reconf_members", "recovery",
+                  "seq_step"],
+    QLOG_RECOVER: [*WHERE, *ENVELOPE, "phase", "leg", "old_count", "new_count", "relocated_outside",
+                   "synced_outside", "seq_step"],
+    QLOG_HEARTBEATS: [*WHERE, *ENVELOPE, "leg", "leg_members", "watermark", "leader", "leader_outside",
+                      "status", "seq_step", "clock_offset_ms"],
     ALERTS: ["alert_id", "group", "kind", "severity", "category", "status", "instance", "node",
              "event_ts_ms", "detected_ts_ms", "message", "kind_class"],
     STATE: ["group", "clock_ms", "decided", "executed_majority", "effective_horizon",
@@ -90,13 +109,30 @@ DERIVED: dict[str, str] = {
     "clock_offset_ms": "heartbeats: the node's median, over its heartbeats in the sample, of "
                        "ts_ms minus the group's reference time when it arrived: the median of "
                        "the latest ts_ms of every node of the group seen so far on that "
-                       "partition (its own included). A node whose clock runs 10 minutes ahead "
+                       "partition (its own included), leaving out a node not heard within the "
+                       "group's last 2 x nodes heartbeats (it has left). A node whose clock runs 10 minutes ahead "
                        "shows +600000; with 3 or more nodes the others stay near 0.",
     "config_nodes": "decisions: the number of nodes a config command names (NULL otherwise).",
     "view_members": "heartbeats: the number of members in the node's reported view (NULL "
                     "without a view).",
     "members_count": "config: the number of members of an installed configuration (NULL for "
                      "a refusal).",
+    "reconf_members": "qlog.decree, qlog.passed: the number of members a Reconf names (NULL for "
+                      "values).",
+    "leg_members": "qlog.heartbeat: the number of members of the replica's legislature.",
+    "acceptors_count": "qlog.passed: the number of acceptors the proposer proposed to.",
+    "acked_count": "qlog.passed: the number of acceptors whose acks it counted.",
+    "acked_outside": "qlog.passed: how many of the acked nodes are not among its acceptors.",
+    "ballot_n": "qlog.passed: ballot.n.",
+    "ballot_proposer": "qlog.passed: ballot.proposer.",
+    "old_count": "qlog.recover: the number of members when the request arrived.",
+    "new_count": "qlog.recover: the number of members requested.",
+    "relocated_outside": "qlog.recover: how many relocations name a node outside the requested "
+                         "membership or seed it from a node outside the old one.",
+    "synced_outside": "qlog.recover: how many of the acceptors it synced with are not in the "
+                      "requested membership (NULL unless synced).",
+    "leader_outside": "qlog.heartbeat: 1 when the leader it believes in is not one of its "
+                      "members, else 0 (NULL without a leader).",
     "gen_num": "generations: gen.num of a gen.state, gen_num of a gen.heartbeat (the node's "
                "current generation).",
     "last_vote_num": "generations: last_vote.num of a gen.state, last_vote_num of a gen.heartbeat.",
@@ -172,6 +208,80 @@ def _online_in(suite: str) -> Spec:
                 "last_online_in <= gen.num (mtm switches generation before it goes ONLINE in it; "
                 "docs/families.md 2.1). A larger last_online_in is a publisher reading the wrong "
                 "field or generation.")
+
+
+def _nonneg(suite: str, column: str, what: str) -> Spec:
+    return Spec(suite, "expect_column_values_to_be_between", {"column": column, "min_value": 0},
+                f"{what} is a non-negative number (contract v1 says so too; the suite repeats it for "
+                "a source that skipped parsing).")
+
+
+def _in_set(suite: str, column: str, values: list[str], why: str) -> Spec:
+    return Spec(suite, "expect_column_values_to_be_in_set", {"column": column, "value_set": values}, why)
+
+
+def _opens_newer(suite: str) -> Spec:
+    """Quorum-log: a Reconf passed in legislature l opens a later one."""
+    return Spec(suite, "expect_column_pair_values_a_to_be_greater_than_b",
+                {"column_A": "new_leg", "column_B": "leg", "or_equal": False,
+                 "ignore_row_if": "either_value_is_missing"},
+                "A Reconf passed in legislature l opens a later legislature: new_leg > leg "
+                "(`Internal.hs` proposes Reconf(l + 1, ...); docs/families.md 3.1). A teleported "
+                "decree (no leg) is not judged; whether a replica executes it is "
+                "QLOG_OBSOLETE_DECREE_EXECUTED's business.")
+
+
+def _none_outside(suite: str, column: str, why: str) -> Spec:
+    return Spec(suite, "expect_column_values_to_be_between", {"column": column, "min_value": 0, "max_value": 0},
+                f"{why} (derived column {column}).")
+
+
+def qlog_specs() -> dict[str, list[Spec]]:
+    """The quorum-log suites (docs/families.md 3.2): what a publisher gets wrong in its fields.
+    Whether a decree had a quorum, a recovery was safe or a legislature went back is the rules'
+    (docs/rules.md, "The quorum-log family"), not data quality."""
+    return {
+        QLOG_DECREE: [
+            *_envelope(QLOG_DECREE),
+            _nonneg(QLOG_DECREE, "num", "A decree number"),
+            _in_set(QLOG_DECREE, "kind", DECREE_KINDS, "A decree holds client values or a Reconf."),
+            _in_set(QLOG_DECREE, "outcome", DECREE_OUTCOMES,
+                    "A replica executed the decree or (a Reconf opening no newer legislature) skipped it."),
+            _opens_newer(QLOG_DECREE),
+        ],
+        QLOG_PASSED: [
+            *_envelope(QLOG_PASSED),
+            _nonneg(QLOG_PASSED, "ballot_n", "A ballot number"),
+            _in_set(QLOG_PASSED, "kind", DECREE_KINDS, "A decree holds client values or a Reconf."),
+            _none_outside(QLOG_PASSED, "acked_outside",
+                          "A proposer counts acks of the acceptors it proposed to only: acked is within "
+                          "acceptors (a majority or not is the quorum rules' business)"),
+            Spec(QLOG_PASSED, "expect_column_pair_values_to_be_equal",
+                 {"column_A": "node", "column_B": "ballot_proposer", "ignore_row_if": "either_value_is_missing"},
+                 "The node that reports a passed decree is its ballot's proposer (BasicPaxos "
+                 "`propose` returns to the proposer that owns the ballot)."),
+            _opens_newer(QLOG_PASSED),
+        ],
+        QLOG_RECOVER: [
+            *_envelope(QLOG_RECOVER),
+            _nonneg(QLOG_RECOVER, "leg", "A legislature"),
+            _in_set(QLOG_RECOVER, "phase", RECOVER_PHASES, "A recover request is started, synced or failed."),
+            _none_outside(QLOG_RECOVER, "relocated_outside",
+                          "A relocated replica is one of the requested members, seeded from one of "
+                          "the old ones"),
+            _none_outside(QLOG_RECOVER, "synced_outside",
+                          "prl_sync runs with the acceptors of the requested membership: synced_with "
+                          "is within new"),
+        ],
+        QLOG_HEARTBEATS: [
+            *_envelope(QLOG_HEARTBEATS),
+            _clock(QLOG_HEARTBEATS),
+            _nonneg(QLOG_HEARTBEATS, "watermark", "A watermark"),
+            _none_outside(QLOG_HEARTBEATS, "leader_outside",
+                          "The leader a replica believes in is one of its members (`getLeader`: the "
+                          "head of its replica list while the lease lasts)"),
+        ],
+    }
 
 
 def specs() -> dict[str, list[Spec]]:
@@ -252,6 +362,7 @@ def specs() -> dict[str, list[Spec]]:
                  {"column": "node_status", "value_set": GEN_NODE_STATUSES},
                  "mtm's node status is one of online, recovery, catchup, disabled, isolated."),
         ],
+        **qlog_specs(),
         ALERTS: [
             *(Spec(ALERTS, "expect_column_values_to_not_be_null", {"column": c},
                    f"Every alert has its {c} (docs/rules.md, \"Alert records\").")

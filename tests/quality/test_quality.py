@@ -50,6 +50,7 @@ from replimon.quality.suites import (
     HEARTBEATS,
     NODES,
     OUTPUT_SUITES,
+    QLOG_SUITES,
     STATE,
     SUITES,
     XCOM_SUITES,
@@ -57,6 +58,9 @@ from replimon.quality.suites import (
     specs,
 )
 from tests.support.e2e import FAULT_AT_S, FAULTS, OPTIONS, fault_group
+from tests.support.quality import clock_ahead, seq_back
+from tests.support.quality import pick as _pick
+from tests.support.quality import who as _who
 
 NOW_MS = OPTIONS.start_ms + 10 * 24 * 3600 * 1000  # "now" for the suites: 10 days after the trace
 DAY_MS = 24 * 3600 * 1000
@@ -113,7 +117,8 @@ def test_every_expectation_passes_on_the_trace_with_every_fault(trace: list[dict
     frames[ALERTS] = alert_frame(alerts)
     frames.update(state_frames(snapshots))
     results = run(frames)
-    assert set(results) == {(s, spec.name) for s, ss in specs().items() for spec in ss if s not in GEN_SUITES}
+    assert set(results) == {(s, spec.name) for s, ss in specs().items() for spec in ss
+                            if s not in GEN_SUITES + QLOG_SUITES}
     failed = {k: (o.unexpected, o.samples[:2], o.error) for k, o in results.items() if not o.success}
     assert failed == {}
     for key, o in results.items():  # each one judged real values, not only NULLs
@@ -126,19 +131,6 @@ Events = list[dict[str, Any]]
 Mutation = Callable[[Events], tuple[Events, dict[str, Any]]]
 
 
-def _pick(events: Events, type_: str, ok: Callable[[dict[str, Any]], bool] = lambda e: True) -> int:
-    """The index of a matching event from the middle of the trace (mutated in a copy)."""
-    found = [i for i, e in enumerate(events) if e["type"] == type_ and ok(e)]
-    assert found, type_
-    i = found[len(found) // 2]
-    events[i] = copy.deepcopy(events[i])
-    return i
-
-
-def _who(e: dict[str, Any]) -> dict[str, Any]:
-    return {k: e[k] for k in ("group", "node", "seq")}
-
-
 def future(type_: str) -> Mutation:
     def m(events: Events) -> tuple[Events, dict[str, Any]]:
         i = _pick(events, type_)
@@ -147,27 +139,6 @@ def future(type_: str) -> Mutation:
         events[j]["ts_ms"] //= 1000  # seconds instead of milliseconds
         return events, _who(events[i])
     return m
-
-
-def seq_back(type_: str) -> Mutation:
-    def m(events: Events) -> tuple[Events, dict[str, Any]]:
-        i = _pick(events, type_)
-        key = (events[i]["group"], events[i]["node"], events[i]["incarnation"])
-        j = next(k for k in range(i + 1, len(events)) if events[k]["type"] == type_
-                 and (events[k]["group"], events[k]["node"], events[k]["incarnation"]) == key)
-        events[j] = dict(events[j])
-        events[i]["seq"], events[j]["seq"] = events[j]["seq"], events[i]["seq"]
-        return events, _who(events[j])  # the later one now has the lower seq
-    return m
-
-
-def clock_ahead(events: Events) -> tuple[Events, dict[str, Any]]:
-    i = _pick(events, "heartbeat")
-    group, node = events[i]["group"], events[i]["node"]
-    for k, e in enumerate(events):
-        if (e["group"], e["node"]) == (group, node):
-            events[k] = {**e, "ts_ms": e["ts_ms"] + 10 * 60_000}
-    return events, {"group": group, "node": node}
 
 
 def _set(type_: str, ok: Callable[[dict[str, Any]], bool], change: Callable[[dict[str, Any]], None]) -> Mutation:
@@ -187,7 +158,7 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
     (DECISIONS, "expect_column_values_to_be_between(config_nodes)"):
         _set("decision", lambda e: e.get("config", {}).get("op") == "add_nodes",
              lambda e: e["config"].update(nodes=TEN)),
-    (HEARTBEATS, "expect_column_values_to_be_between(clock_offset_ms)"): clock_ahead,
+    (HEARTBEATS, "expect_column_values_to_be_between(clock_offset_ms)"): clock_ahead("heartbeat"),
     (HEARTBEATS, "expect_column_pair_values_a_to_be_greater_than_b(decided,executed)"):
         _set("heartbeat", lambda e: e["executed"] > 0, lambda e: e.update(decided=e["executed"] - 1)),
     (HEARTBEATS, "expect_column_values_to_be_in_set(protocol)"):
@@ -267,9 +238,10 @@ STATE_MUTATIONS = {
 
 
 def test_every_expectation_has_failing_data() -> None:
-    """(The generations suites' failing data: tests/quality/test_quality_gen.py.)"""
+    """(The other families' failing data: tests/quality/test_quality_gen.py, test_quality_qlog.py.)"""
     mutated = set(MUTATIONS) | {(ALERTS, n) for n in ALERT_MUTATIONS} | set(STATE_MUTATIONS)
-    assert mutated == {(s, spec.name) for s, ss in specs().items() for spec in ss if s not in GEN_SUITES}
+    assert mutated == {(s, spec.name) for s, ss in specs().items() for spec in ss
+                       if s not in GEN_SUITES + QLOG_SUITES}
 
 
 def _fails(results: dict[tuple[str, str], Outcome], key: tuple[str, str], who: dict[str, Any]) -> None:

@@ -11,7 +11,6 @@ sampler keeps the gen records each topic carries.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -20,23 +19,27 @@ import pytest
 
 from replimon.cli import main
 from replimon.config import load_settings
-from replimon.contract import Invalid, parse_event
-from replimon.core import Monitor
 from replimon.producers.simulator_gen import CATALOGUE, SimOptions, Simulator, parse_injection
-from replimon.quality import engine
-from replimon.quality.derive import SUITE_OF_TYPE, Record, alert_frame, input_frames, state_frames
-from replimon.quality.engine import Outcome
+from replimon.quality.derive import SUITE_OF_TYPE, input_frames
 from replimon.quality.suites import (
-    ALERTS,
     GEN_HEARTBEATS,
     GEN_STATE,
     GEN_SUITES,
     GEN_XACT,
-    XCOM_SUITES,
     parameters,
     specs,
 )
-from tests.quality.test_quality import _pick, _who, seq_back
+from tests.support.quality import (
+    Events,
+    Mutation,
+    assert_every_expectation_passes,
+    assert_fails_on_mutation,
+    assert_xcom_verdicts_unchanged,
+    clock_ahead,
+    records,
+    seq_back,
+    set_field,
+)
 
 START_MS = 1_767_225_600_000  # 2026-01-01
 NOW_MS = START_MS + 24 * 3600 * 1000
@@ -45,23 +48,12 @@ TOPIC = {"gen.state": "replica.config", "gen.xact": "replica.decisions", "gen.he
 TYPE = {GEN_STATE: "gen.state", GEN_XACT: "gen.xact", GEN_HEARTBEATS: "gen.heartbeat"}
 FAULTS = sorted(name for name, spec in CATALOGUE.items() if spec.alert)
 
-Events = list[dict[str, Any]]
-
 
 def gen_trace(seconds: int, *faults: str, groups: int = 3, seed: int = 1) -> Events:
     events: Events = []
     Simulator(SimOptions(groups=groups, seed=seed, duration_ms=seconds * 1000, start_ms=START_MS),
               [parse_injection(f) for f in faults], events.append).run()
     return events
-
-
-def records(events: Events) -> list[Record]:
-    """Events as read from one partition per topic, in list order (each type on its topic)."""
-    return [Record(TOPIC.get(e["type"], f"replica.{e['type']}"), 0, i, e) for i, e in enumerate(events)]
-
-
-def run(frames: dict[str, Any]) -> dict[tuple[str, str], Outcome]:
-    return {(o.suite, o.expectation): o for o in engine.validate(frames, PARAMS, sample_rows=5)}
 
 
 @pytest.fixture(scope="module")
@@ -76,47 +68,13 @@ def clean() -> Events:
 
 
 def test_every_gen_expectation_passes_on_the_trace_with_every_fault(every_fault: Events) -> None:
-    m = Monitor()
-    alerts = [a.to_dict() for e in every_fault for a in m.process(e)] + [a.to_dict() for a in m.finish()]
-    frames = input_frames(records(every_fault))
-    assert set(frames) == set(GEN_SUITES)  # the sampler's types all land in their suites
-    frames[ALERTS] = alert_frame(alerts)
-    frames.update(state_frames([g.snapshot() for g in m.groups.values()]))
-    results = run(frames)
-    gen = {(s, spec.name) for s in GEN_SUITES for spec in specs()[s]}
-    assert gen <= set(results)
-    failed = {k: (o.unexpected, o.samples[:2], o.error) for k, o in results.items() if not o.success}
-    assert failed == {}
-    for key in gen:  # each one judged real values, not only NULLs
-        o = results[key]
-        assert o.evaluated and o.evaluated - o.details.get("missing_count", 0) > 0, key
+    alerts = assert_every_expectation_passes(every_fault, GEN_SUITES, PARAMS, TOPIC)
     assert {CATALOGUE[f].alert for f in FAULTS} <= {a["kind"] for a in alerts}
 
 
 # -- failing data -----------------------------------------------------------------------------------
-Mutation = Callable[[Events], tuple[Events, dict[str, Any]]]
-
-
-def _set(type_: str, change: Callable[[dict[str, Any]], None],
-         ok: Callable[[dict[str, Any]], bool] = lambda e: True) -> Mutation:
-    def m(events: Events) -> tuple[Events, dict[str, Any]]:
-        i = _pick(events, type_, ok)
-        change(events[i])
-        return events, _who(events[i])
-    return m
-
-
 def future(type_: str) -> Mutation:
-    return _set(type_, lambda e: e.update(ts_ms=NOW_MS + 24 * 3600 * 1000))
-
-
-def clock_ahead(events: Events) -> tuple[Events, dict[str, Any]]:
-    i = _pick(events, "gen.heartbeat")
-    group, node = events[i]["group"], events[i]["node"]
-    for k, e in enumerate(events):
-        if (e["group"], e["node"]) == (group, node):
-            events[k] = {**e, "ts_ms": e["ts_ms"] + 10 * 60_000}
-    return events, {"group": group, "node": node}
+    return set_field(type_, lambda e: e.update(ts_ms=NOW_MS + 24 * 3600 * 1000))
 
 
 def _stranger(e: dict[str, Any]) -> None:
@@ -129,20 +87,20 @@ MUTATIONS: dict[tuple[str, str], tuple[Mutation, bool]] = {
     **{(s, "expect_column_values_to_be_between(ts_ms)"): (future(TYPE[s]), True) for s in GEN_SUITES},
     **{(s, "expect_column_values_to_be_between(seq_step)"): (seq_back(TYPE[s]), True) for s in GEN_SUITES},
     (GEN_STATE, "expect_column_pair_values_a_to_be_greater_than_b(gen_num,last_online_in)"):
-        (_set("gen.state", lambda e: e.update(last_online_in=e["gen"]["num"] + 1)), True),
+        (set_field("gen.state", lambda e: e.update(last_online_in=e["gen"]["num"] + 1)), True),
     (GEN_STATE, "expect_column_values_to_be_in_set(status)"):
-        (_set("gen.state", lambda e: e.update(status="ACTIVE")), False),
-    (GEN_STATE, "expect_column_values_to_be_between(members_outside)"): (_set("gen.state", _stranger), True),
+        (set_field("gen.state", lambda e: e.update(status="ACTIVE")), False),
+    (GEN_STATE, "expect_column_values_to_be_between(members_outside)"): (set_field("gen.state", _stranger), True),
     (GEN_XACT, "expect_column_values_to_be_in_set(phase)"):
-        (_set("gen.xact", lambda e: e.update(phase="rolled_back")), False),
+        (set_field("gen.xact", lambda e: e.update(phase="rolled_back")), False),
     (GEN_XACT, "expect_column_values_to_be_in_set(role)"):
-        (_set("gen.xact", lambda e: e.update(role="observer")), False),
-    (GEN_HEARTBEATS, "expect_column_values_to_be_between(clock_offset_ms)"): (clock_ahead, True),
+        (set_field("gen.xact", lambda e: e.update(role="observer")), False),
+    (GEN_HEARTBEATS, "expect_column_values_to_be_between(clock_offset_ms)"): (clock_ahead("gen.heartbeat"), True),
     (GEN_HEARTBEATS, "expect_column_pair_values_a_to_be_greater_than_b(gen_num,last_online_in)"):
-        (_set("gen.heartbeat", lambda e: e.update(last_online_in=e["gen_num"] + 2),
+        (set_field("gen.heartbeat", lambda e: e.update(last_online_in=e["gen_num"] + 2),
               lambda e: e["gen_num"] > 0), True),
     (GEN_HEARTBEATS, "expect_column_values_to_be_in_set(node_status)"):
-        (_set("gen.heartbeat", lambda e: e.update(node_status="ONLINE")), False),
+        (set_field("gen.heartbeat", lambda e: e.update(node_status="ONLINE")), False),
 }
 
 
@@ -152,36 +110,13 @@ def test_every_gen_expectation_has_failing_data() -> None:
 
 @pytest.mark.parametrize("key", sorted(MUTATIONS), ids=lambda k: f"{k[0]}:{k[1]}")
 def test_gen_expectation_fails_on_its_mutation(clean: Events, key: tuple[str, str]) -> None:
-    suite = key[0]
-    only = [r for r in records(clean) if r.event["type"] == TYPE[suite]]
-    assert run({suite: input_frames(only)[suite]})[key].success
     mutation, valid = MUTATIONS[key]
-    events, who = mutation(list(clean))
-    changed = [e for e, c in zip(events, clean, strict=True) if e is not c]
-    assert changed and all(isinstance(parse_event(json.dumps(e)), Invalid) != valid for e in changed)
-    frame = input_frames(r for r in records(events) if r.event["type"] == TYPE[suite])[suite]
-    o = run({suite: frame})[key]
-    assert not o.success and not o.error and o.unexpected and o.unexpected >= 1, (key, o)
-    assert any(all(s.get(k) == v for k, v in who.items()) for s in o.samples), (key, who, o.samples)
-    assert all(s["type"] == TYPE[suite] for s in o.samples)  # the evidence names the record's type
+    assert_fails_on_mutation(clean, key, mutation, valid, PARAMS, TOPIC)
 
 
 # -- beside XCom ------------------------------------------------------------------------------------
 def test_a_mixed_stream_leaves_xcom_verdicts_as_they_are(clean: Events) -> None:
-    from tests.support import simulate
-
-    xcom = simulate(30, groups=3, seed=2)
-    xcom_recs = [Record(f"replica.{e['type']}s" if e["type"] != "config" else "replica.config", 0, i, e)
-                 for i, e in enumerate(xcom)]
-    mixed_recs = [*xcom_recs, *(Record(r.source, 0, len(xcom) + r.offset, r.event) for r in records(clean))]
-
-    def verdicts(recs: list[Record]) -> dict[tuple[str, str], tuple[bool, int | None, int | None]]:
-        return {k: (o.success, o.evaluated, o.unexpected) for k, o in run(input_frames(recs)).items()
-                if k[0] in XCOM_SUITES}
-
-    alone = verdicts(xcom_recs)
-    assert alone and all(ok for ok, _, _ in alone.values())
-    assert verdicts(mixed_recs) == alone
+    assert_xcom_verdicts_unchanged(records(clean, TOPIC), PARAMS)
 
 
 @pytest.mark.usefixtures("clean_env")

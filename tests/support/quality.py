@@ -1,0 +1,147 @@
+"""What the data-quality tests of every family share (docs/quality.md): records as read from one
+partition per topic, running the suites, the mutations that break one expectation each, and the
+three checks each family's suites get: a trace with every fault of its catalogue passes, each
+expectation fails on its mutation naming the mutated row, and a mixed stream leaves XCom's
+verdicts as they are alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from replimon.contract import Invalid, parse_event
+from replimon.core import Monitor
+from replimon.quality import engine
+from replimon.quality.derive import Record, alert_frame, input_frames, state_frames
+from replimon.quality.engine import Outcome
+from replimon.quality.suites import ALERTS, EVENT_TYPE, XCOM_SUITES, specs
+
+Events = list[dict[str, Any]]
+Mutation = Callable[[Events], tuple[Events, dict[str, Any]]]
+Results = dict[tuple[str, str], Outcome]
+
+
+def records(events: Events, topic_of: Mapping[str, str] | None = None) -> list[Record]:
+    """Events as read from one partition per topic, in list order (each type on the topic
+    ``topic_of`` names; ``replica.<type>`` otherwise)."""
+    topic_of = topic_of or {}
+    return [Record(topic_of.get(e["type"], f"replica.{e['type']}"), 0, i, e) for i, e in enumerate(events)]
+
+
+def run(frames: Mapping[str, Any], params: Mapping[str, int]) -> Results:
+    return {(o.suite, o.expectation): o for o in engine.validate(dict(frames), dict(params), sample_rows=5)}
+
+
+# -- mutations ---------------------------------------------------------------------------------------
+def pick(events: Events, type_: str, ok: Callable[[dict[str, Any]], bool] = lambda e: True) -> int:
+    """The index of a matching event from the middle of the trace (mutated in a copy)."""
+    found = [i for i, e in enumerate(events) if e["type"] == type_ and ok(e)]
+    assert found, type_
+    i = found[len(found) // 2]
+    events[i] = copy.deepcopy(events[i])
+    return i
+
+
+def who(e: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: e[k] for k in ("group", "node", "seq")}
+
+
+def set_field(type_: str, change: Callable[[dict[str, Any]], None],
+              ok: Callable[[dict[str, Any]], bool] = lambda e: True) -> Mutation:
+    """Change one event of ``type_`` (one ``ok`` accepts)."""
+    def m(events: Events) -> tuple[Events, dict[str, Any]]:
+        i = pick(events, type_, ok)
+        change(events[i])
+        return events, who(events[i])
+    return m
+
+
+def seq_back(type_: str) -> Mutation:
+    """Swap the seq of two events of one node and incarnation: the later has the lower one."""
+    def key(e: dict[str, Any]) -> tuple[Any, ...]:
+        return e["type"], e["group"], e["node"], e["incarnation"]
+
+    def m(events: Events) -> tuple[Events, dict[str, Any]]:
+        last = {key(e): id(e) for e in events}  # an event with a later one of its node and type
+        i = pick(events, type_, lambda e: last[key(e)] != id(e))
+        j = next(k for k in range(i + 1, len(events)) if key(events[k]) == key(events[i]))
+        events[j] = dict(events[j])
+        events[i]["seq"], events[j]["seq"] = events[j]["seq"], events[i]["seq"]
+        return events, who(events[j])
+    return m
+
+
+def clock_ahead(type_: str) -> Mutation:
+    """Every event of one node (the sender of a ``type_`` heartbeat) 10 minutes ahead."""
+    def m(events: Events) -> tuple[Events, dict[str, Any]]:
+        i = pick(events, type_)
+        group, node = events[i]["group"], events[i]["node"]
+        for k, e in enumerate(events):
+            if (e["group"], e["node"]) == (group, node):
+                events[k] = {**e, "ts_ms": e["ts_ms"] + 10 * 60_000}
+        return events, {"group": group, "node": node}
+    return m
+
+
+# -- the checks ---------------------------------------------------------------------------------------
+def assert_every_expectation_passes(events: Events, suites: Sequence[str], params: Mapping[str, int],
+                                    topic_of: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """The family's suites (and the output suites) pass on ``events``, each judging real values,
+    not only NULLs; returns the monitor's alerts on them."""
+    m = Monitor()
+    alerts = [a.to_dict() for e in events for a in m.process(e)] + [a.to_dict() for a in m.finish()]
+    frames: dict[str, Any] = input_frames(records(events, topic_of))
+    assert set(frames) == set(suites)  # every type lands in its suite
+    frames[ALERTS] = alert_frame(alerts)
+    frames.update(state_frames([g.snapshot() for g in m.groups.values()]))
+    results = run(frames, params)
+    family = {(s, spec.name) for s in suites for spec in specs()[s]}
+    assert family <= set(results)
+    failed = {k: (o.unexpected, o.samples[:2], o.error) for k, o in results.items() if not o.success}
+    assert failed == {}
+    for key in family:
+        o = results[key]
+        assert o.evaluated and o.evaluated - o.details.get("missing_count", 0) > 0, key
+    return alerts
+
+
+def assert_fails_on_mutation(clean: Events, key: tuple[str, str], mutation: Mutation, valid: bool,
+                             params: Mapping[str, int], topic_of: Mapping[str, str] | None = None) -> None:
+    """Expectation ``key`` passes on ``clean`` and fails on ``mutation`` of it, naming the mutated
+    row and its type; ``valid``: whether the mutated records still pass contract v1 (those that
+    do not reach a frame only from a source that skipped parsing)."""
+    suite = key[0]
+    type_ = EVENT_TYPE[suite]
+
+    def frame(events: Events) -> Any:
+        return input_frames(r for r in records(events, topic_of) if r.event["type"] == type_)[suite]
+
+    assert run({suite: frame(clean)}, params)[key].success
+    events, named = mutation(list(clean))
+    changed = [e for e, c in zip(events, clean, strict=True) if e is not c]
+    assert changed and all(isinstance(parse_event(json.dumps(e)), Invalid) != valid for e in changed)
+    o = run({suite: frame(events)}, params)[key]
+    assert not o.success and not o.error and o.unexpected and o.unexpected >= 1, (key, o)
+    assert any(all(s.get(k) == v for k, v in named.items()) for s in o.samples), (key, named, o.samples)
+    assert all(s["type"] == type_ for s in o.samples)  # the evidence names the record's type
+
+
+def assert_xcom_verdicts_unchanged(family: Iterable[Record], params: Mapping[str, int]) -> None:
+    """XCom's suites say the same of an XCom trace alone and mixed with ``family``'s records."""
+    from tests.support import simulate
+
+    xcom = simulate(30, groups=3, seed=2)
+    xcom_recs = [Record(f"replica.{e['type']}s" if e["type"] != "config" else "replica.config", 0, i, e)
+                 for i, e in enumerate(xcom)]
+    mixed = [*xcom_recs, *(Record(r.source, 0, len(xcom) + r.offset, r.event) for r in family)]
+
+    def verdicts(recs: list[Record]) -> dict[tuple[str, str], tuple[bool, int | None, int | None]]:
+        return {k: (o.success, o.evaluated, o.unexpected) for k, o in run(input_frames(recs), params).items()
+                if k[0] in XCOM_SUITES}
+
+    alone = verdicts(xcom_recs)
+    assert alone and all(ok for ok, _, _ in alone.values())
+    assert verdicts(mixed) == alone
