@@ -118,8 +118,14 @@ class SimSummary:
     per_group: dict[str, dict[str, int]]
 
 
+def group_names(n: int, prefix: str) -> list[str]:
+    """A fleet's group names: ``prefix`` + 1, 2, ... (``g``, ``pg``, ``ql``: families never collide)."""
+    return [f"{prefix}{i}" for i in range(1, n + 1)]
+
+
 class _Group(Protocol):
     t: int
+    events: int
 
     def start_script(self, script: Any) -> None: ...
 
@@ -135,13 +141,25 @@ class FleetRun(Generic[G]):
     CATALOGUE: ClassVar[Mapping[str, Any]]
     groups: dict[str, G]
     options: Any  # a dataclass with at least ``tick_ms``, ``duration_ms`` and ``start_ms``
+    sink: Callable[[dict[str, Any]], None]
 
     def _start(self, injections: Iterable[Injection]) -> None:
-        """Order the injections and reset the clock (the subclass checks their groups)."""
+        """Once ``self.groups`` is built: order the injections, check their groups exist (one-line
+        ValueError), and reset the clock."""
         self.injections = sorted(injections, key=lambda i: (i.at_ms, i.group, i.fault))
+        names = list(self.groups)
+        for inj in self.injections:
+            if inj.group not in self.groups:
+                known = ", ".join(names) if len(names) <= 3 else f"{names[0]}..{names[-1]}"
+                raise ValueError(f"fault {inj.fault}: no group {inj.group!r} (groups are {known})")
         self._pending = list(self.injections)
         self.t = 0
         self.ticks = 0
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        """Through ``self.sink`` as it is when the event is made (a caller may set the sink after
+        building the simulator, as ``replimon simulate`` does to validate before opening a file)."""
+        self.sink(event)
 
     def step(self) -> None:
         """Advance every group by one tick, starting the injections that are due first."""
@@ -175,8 +193,15 @@ class FleetRun(Generic[G]):
             self.step()
         return self.summary()
 
-    def summary(self) -> SimSummary:
+    def group_summary(self, group: G) -> dict[str, int]:
+        """A group's line of the summary: ``events``, ``lost`` and the family's own counters."""
         raise NotImplementedError
+
+    def summary(self) -> SimSummary:
+        per_group = {name: self.group_summary(g) for name, g in self.groups.items()}
+        return SimSummary(events=sum(p["events"] for p in per_group.values()),
+                          lost=sum(p["lost"] for p in per_group.values()), ticks=self.ticks,
+                          duration_ms=self.t, faults=self.manifest(), per_group=per_group)
 
     def manifest(self) -> list[dict[str, Any]]:
         """The injected faults with the alert kind each must produce and what it touched."""

@@ -18,7 +18,8 @@ from typing import IO, Any
 
 from replimon.config import Settings
 from replimon.core.configmap import Rules
-from replimon.producers.fleet_run import FleetRun, Injection, SimSummary
+from replimon.producers import fleet_run
+from replimon.producers.fleet_run import FleetRun, Injection
 from replimon.producers.simulator.faults import CATALOGUE
 from replimon.producers.simulator.group import GroupSim
 
@@ -66,7 +67,7 @@ class SimOptions:
 
 
 def group_names(n: int) -> list[str]:
-    return [f"g{i}" for i in range(1, n + 1)]
+    return fleet_run.group_names(n, "g")
 
 
 class Simulator(FleetRun[GroupSim]):
@@ -98,27 +99,11 @@ class Simulator(FleetRun[GroupSim]):
             )
         self._start(injections)
         for inj in self.injections:
-            if inj.group not in self.groups:
-                raise ValueError(f"fault {inj.fault}: no group {inj.group!r} (groups are g1..g{options.groups})")
             if inj.fault == "incomplete_history":
                 self.groups[inj.group].hidden_until = inj.at_ms
 
-    def _emit(self, event: dict[str, Any]) -> None:
-        self.sink(event)
-
-    def summary(self) -> SimSummary:
-        per_group = {
-            name: {"events": g.events, "lost": g.dropped, "decided": g.decided}
-            for name, g in self.groups.items()
-        }
-        return SimSummary(
-            events=sum(g.events for g in self.groups.values()),
-            lost=sum(g.dropped for g in self.groups.values()),
-            ticks=self.ticks,
-            duration_ms=self.t,
-            faults=self.manifest(),
-            per_group=per_group,
-        )
+    def group_summary(self, g: GroupSim) -> dict[str, int]:
+        return {"events": g.events, "lost": g.dropped, "decided": g.decided}
 
 
 class JsonlSink:

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from replimon.producers.fleet_run import FleetRun, Injection, SimSummary
+from replimon.producers import fleet_run
+from replimon.producers.fleet_run import FleetRun, Injection
 from replimon.producers.simulator.fleet import DEFAULT_START_MS
 from replimon.producers.simulator_gen.faults import CATALOGUE
 from replimon.producers.simulator_gen.group import GenGroupSim
@@ -37,7 +38,7 @@ class SimOptions:
 
 
 def group_names(n: int, prefix: str = "pg") -> list[str]:
-    return [f"{prefix}{i}" for i in range(1, n + 1)]
+    return fleet_run.group_names(n, prefix)
 
 
 class Simulator(FleetRun[GenGroupSim]):
@@ -61,19 +62,6 @@ class Simulator(FleetRun[GenGroupSim]):
         self._start(injections)
         if self.injections and options.nodes < 3:
             raise ValueError("the generations faults need at least 3 nodes (A, B and C)")
-        for inj in self.injections:
-            if inj.group not in self.groups:
-                raise ValueError(f"fault {inj.fault}: no group {inj.group!r} "
-                                 f"(groups are {', '.join(self.groups)})")
 
-    def _emit(self, event: dict[str, Any]) -> None:
-        """Through ``self.sink`` as it is when the event is made (a caller may set the sink after
-        building the simulator, as ``replimon simulate`` does to validate before opening a file)."""
-        self.sink(event)
-
-    def summary(self) -> SimSummary:
-        per_group = {name: {"events": g.events, "lost": 0, "gen": max(n.gen.num for n in g.nodes.values())}
-                     for name, g in self.groups.items()}
-        return SimSummary(events=sum(g.events for g in self.groups.values()), lost=0,
-                          ticks=self.ticks, duration_ms=self.t, faults=self.manifest(),
-                          per_group=per_group)
+    def group_summary(self, g: GenGroupSim) -> dict[str, int]:
+        return {"events": g.events, "lost": 0, "gen": max(n.gen.num for n in g.nodes.values())}

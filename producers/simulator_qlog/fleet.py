@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from replimon.producers.fleet_run import FleetRun, Injection, SimSummary
+from replimon.producers import fleet_run
+from replimon.producers.fleet_run import FleetRun, Injection
 from replimon.producers.simulator.fleet import DEFAULT_START_MS
 from replimon.producers.simulator_qlog.faults import CATALOGUE
 from replimon.producers.simulator_qlog.group import QlogGroupSim
@@ -39,7 +40,7 @@ class SimOptions:
 
 
 def group_names(n: int, prefix: str = "ql") -> list[str]:
-    return [f"{prefix}{i}" for i in range(1, n + 1)]
+    return fleet_run.group_names(n, prefix)
 
 
 class Simulator(FleetRun[QlogGroupSim]):
@@ -64,19 +65,6 @@ class Simulator(FleetRun[QlogGroupSim]):
             for name in group_names(options.groups, options.group_prefix)
         }
         self._start(injections)
-        for inj in self.injections:
-            if inj.group not in self.groups:
-                raise ValueError(f"fault {inj.fault}: no group {inj.group!r} "
-                                 f"(groups are {', '.join(self.groups)})")
 
-    def _emit(self, event: dict[str, Any]) -> None:
-        """Through ``self.sink`` as it is when the event is made (a caller may set the sink after
-        building the simulator, as ``replimon simulate`` does to validate before opening a file)."""
-        self.sink(event)
-
-    def summary(self) -> SimSummary:
-        per_group = {name: {"events": g.events, "lost": 0, "leg": max(r.leg for r in g.nodes.values())}
-                     for name, g in self.groups.items()}
-        return SimSummary(events=sum(g.events for g in self.groups.values()), lost=0,
-                          ticks=self.ticks, duration_ms=self.t, faults=self.manifest(),
-                          per_group=per_group)
+    def group_summary(self, g: QlogGroupSim) -> dict[str, int]:
+        return {"events": g.events, "lost": 0, "leg": max(r.leg for r in g.nodes.values())}

@@ -1,20 +1,11 @@
 """The generations family's events (docs/families.md 2.2; docs/contract.md "Protocol families")
-through ``parse_event``, the checked-in JSON Schema and ``decode_event``.
-
-As for XCom (``test_contract.py``): valid records parse to their model and validate against the
-schema; invalid ones return :class:`Invalid` naming the field, and the schema rejects them too
-unless the case is marked PARSER_ONLY (here only what contract v1 already leaves to the parser:
-an integral float and an id with a trailing newline). Every cross-field rule of the gen types is
-an ``if``/``then`` clause of the schema, and a node named twice in a set is ``uniqueItems``.
+through ``parse_event``: what is the generations family's own (the cross-field reasons, the
+worked examples, the enums and topics). ``test_contract_families.py`` runs the cases of
+``gen_cases.py`` through the parser, the JSON Schema, the fast check and ``decode_event``.
 """
 
 from __future__ import annotations
 
-import json
-import random
-from typing import Any
-
-import jsonschema
 import pytest
 
 from replimon.contract import (
@@ -25,11 +16,8 @@ from replimon.contract import (
     GenState,
     GenXact,
     Invalid,
-    decode_event,
-    event_to_dict,
     parse_event,
 )
-from replimon.contract.fast import accepts
 from replimon.contract.models_gen import (
     GEN_CAUSES,
     GEN_STATUSES,
@@ -41,44 +29,8 @@ from replimon.contract.models_gen import (
     XACT_ROLES,
 )
 from replimon.core.rules.family import family_of
-from tests.contract.gen_cases import BASES, INVALID, MODEL_OF, VALID, WORKED
-from tests.contract.test_contract import names
-from tests.contract.test_decode import _mutate_record, _serialize
-from tests.support.contract_cases import SCHEMA_FILE, Case, params, wire
-
-
-@pytest.fixture(scope="module")
-def validator() -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
-
-
-def errors(validator: jsonschema.Draft202012Validator, record: dict[str, Any]) -> list[str]:
-    return [e.message for e in validator.iter_errors(json.loads(wire(record)))]
-
-
-@pytest.mark.parametrize("case", params(VALID))
-def test_valid_gen_record_parses(case: Case, validator: jsonschema.Draft202012Validator) -> None:
-    event = parse_event(wire(case.record))
-    assert not isinstance(event, Invalid), event.reason
-    assert isinstance(event, MODEL_OF[case.record["type"]])
-    assert parse_event(json.dumps(event_to_dict(event))) == event
-    assert event_to_dict(event) == case.record  # nothing filled in, nothing lost
-    assert decode_event(wire(case.record)) == case.record
-    assert errors(validator, case.record) == []
-
-
-@pytest.mark.parametrize("case", params(INVALID))
-def test_invalid_gen_record_is_rejected(case: Case, validator: jsonschema.Draft202012Validator) -> None:
-    assert case.field is not None
-    result = parse_event(wire(case.record))
-    assert isinstance(result, Invalid), f"accepted: {result!r}"
-    assert "\n" not in result.reason
-    assert names(result.reason, case.field), f"{case.field!r} not named in {result.reason!r}"
-    assert decode_event(wire(case.record)) == result
-    if case.schema:
-        assert errors(validator, case.record), "the JSON Schema accepts a record the parser rejects"
-    else:
-        assert errors(validator, case.record) == [], "PARSER_ONLY rule is now in the schema"
+from tests.contract.gen_cases import BASES, WORKED
+from tests.support.contract_cases import wire
 
 
 def test_cross_field_reasons_say_the_rule() -> None:
@@ -124,31 +76,3 @@ def test_families_and_topics_tables() -> None:
     assert {t for t, f in EVENT_FAMILIES.items() if f == "gen"} == set(GEN_TYPES)
     assert EVENT_TOPICS["gen.state"] == "config" and EVENT_TOPICS["gen.xact"] == "decisions"
     assert EVENT_TOPICS["gen.heartbeat"] == "heartbeats"
-
-
-def test_fast_check_takes_every_valid_ascii_gen_record_and_no_invalid_one() -> None:
-    ascii_valid = [c for c in VALID if json.dumps(c.record, ensure_ascii=False).isascii()]
-    missed = [c.id for c in ascii_valid if not accepts(json.loads(wire(c.record)))]
-    assert not missed, missed[:5]
-    unsound = [c.id for c in INVALID if accepts(json.loads(wire(c.record)))]
-    assert not unsound, unsound[:5]
-
-
-def test_decode_and_parse_agree_on_gen_mutations() -> None:
-    rng = random.Random(141)
-    bases = [c.record for c in VALID]
-    wrong, valid, n = [], 0, 6000
-    for i in range(n):
-        raw = _serialize(rng, _mutate_record(rng, rng.choice(bases)))
-        old, new = parse_event(raw), decode_event(raw)
-        if accepts(json.loads(raw)) and isinstance(old, Invalid):
-            wrong.append((i, "fast check unsound", old))
-        if isinstance(old, Invalid) or isinstance(new, Invalid):
-            if old != new:
-                wrong.append((i, old, new))
-            continue
-        valid += 1
-        if new != json.loads(raw):
-            wrong.append((i, "not the object as sent", new))
-    assert not wrong, wrong[:5]
-    assert 300 < valid < n - 300  # both verdicts exercised

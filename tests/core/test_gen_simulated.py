@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections import defaultdict
-from functools import lru_cache
 from typing import Any
 
 import pytest
@@ -18,34 +16,23 @@ from hypothesis import strategies as st
 from replimon.core import GroupMonitor, Monitor
 from replimon.core.alerts import KINDS
 from replimon.core.limits import Limits
-from replimon.producers.simulator_gen import CATALOGUE, SimOptions, Simulator, parse_injection
+from replimon.producers import simulator_gen
+from replimon.producers.simulator_gen import CATALOGUE
 from tests.core.test_properties import _settings, drive, shuffle_within
 from tests.producers.gen_check import check
+from tests.support.families import NOT_INFO, kinds_by_group, simulated
 
 SKEW_MS = Limits().skew_ms
-NOT_INFO = {k for k, (severity, _category) in KINDS.items() if severity != "info"}
 
 
-@lru_cache(maxsize=16)
 def sim_lines(fault: str | None, seed: int = 5, groups: int = 2, nodes: int = 3,
               duration_ms: int = 150_000) -> tuple[str, ...]:
-    out: list[str] = []
-    injections = [parse_injection(f"{fault}:pg1@10s")] if fault else []
-    Simulator(SimOptions(duration_ms=duration_ms, groups=groups, nodes=nodes, seed=seed), injections,
-              lambda e: out.append(json.dumps(e))).run()
-    return tuple(out)
+    return simulated(simulator_gen, fault, first="pg1", seed=seed, groups=groups, nodes=nodes,
+                     duration_ms=duration_ms)
 
 
 def sim_events(*key: Any) -> list[dict[str, Any]]:
     return [json.loads(line) for line in sim_lines(*key)]
-
-
-def kinds_by_group(alerts: list[Any]) -> dict[str, set[str]]:
-    got: dict[str, set[str]] = defaultdict(set)
-    for a in alerts:
-        if a.kind in NOT_INFO:
-            got[a.group].add(a.kind)
-    return dict(got)
 
 
 @pytest.mark.parametrize("fault", sorted(CATALOGUE))

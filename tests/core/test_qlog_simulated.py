@@ -6,40 +6,25 @@ says; clean runs raise nothing; the state through JSON at a cut changes nothing.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
-from functools import lru_cache
 from typing import Any
 
 import pytest
 
 from replimon.core import GroupMonitor, Monitor
-from replimon.core.alerts import KINDS
-from replimon.producers.simulator_qlog import CATALOGUE, SimOptions, Simulator, parse_injection
+from replimon.producers import simulator_qlog
+from replimon.producers.simulator_qlog import CATALOGUE
 from tests.producers.qlog_check import check
+from tests.support.families import kinds_by_group, simulated
 
-NOT_INFO = {k for k, (severity, _category) in KINDS.items() if severity != "info"}
 
-
-@lru_cache(maxsize=64)
 def sim_lines(fault: str | None, nodes: int = 5, seed: int = 2, groups: int = 2,
               duration_ms: int = 90_000) -> tuple[str, ...]:
-    out: list[str] = []
-    injections = [parse_injection(f"{fault}:ql1@10s")] if fault else []
-    Simulator(SimOptions(duration_ms=duration_ms, groups=groups, nodes=nodes, seed=seed), injections,
-              lambda e: out.append(json.dumps(e))).run()
-    return tuple(out)
+    return simulated(simulator_qlog, fault, first="ql1", seed=seed, groups=groups, nodes=nodes,
+                     duration_ms=duration_ms)
 
 
 def sim_events(*key: Any) -> list[dict[str, Any]]:
     return [json.loads(line) for line in sim_lines(*key)]
-
-
-def kinds_by_group(alerts: list[Any]) -> dict[str, set[str]]:
-    got: dict[str, set[str]] = defaultdict(set)
-    for a in alerts:
-        if a.kind in NOT_INFO:
-            got[a.group].add(a.kind)
-    return dict(got)
 
 
 @pytest.mark.parametrize("nodes", [3, 5])
