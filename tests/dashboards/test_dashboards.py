@@ -654,28 +654,22 @@ def qlog_run(postgres: Any) -> QlogRun:
     """A 90 s quorum-log fleet through the job's PostgreSQL writer (real PostgreSQL): ql1 with a
     recover request that stays open (QLOG_RECOVER_STUCK), ql2 whose leader's proposer wedges
     (QLOG_NO_LEADER, resolved), ql3 clean; snapshots every 10 s of event time and at the end."""
-    from replimon.core import Monitor
     from replimon.producers import simulator_qlog as sim
     from replimon.store.schema import migrate
     from replimon.streaming.sinks.postgres import PostgresSink
+    from tests.support.outputs import outputs_of
 
     events: list[dict[str, Any]] = []
     sim.Simulator(sim.SimOptions(groups=3, duration_ms=90_000, seed=4),
                   [sim.parse_injection("qlog_recover_stuck:ql1@20s"), sim.parse_injection("qlog_no_leader:ql2@20s")],
                   events.append).run()
-    monitor, alerts, snaps, next_snap = Monitor(), [], [], events[0]["ts_ms"] + 10_000
-    for ev in events:
-        alerts += [a.to_dict() for a in monitor.process(ev)]
-        if ev["ts_ms"] >= next_snap:
-            snaps += [g.snapshot() for g in monitor.groups.values()]
-            next_snap += 10_000
-    alerts += [a.to_dict() for a in monitor.finish()]
-    states = {g: m.snapshot() for g, m in monitor.groups.items()}
+    alerts, snaps = outputs_of(events)
+    states = {s["group"]: s for s in snaps}  # each group's last snapshot
     assert {a["kind"] for a in alerts} >= {"QLOG_RECOVER_STUCK", "QLOG_NO_LEADER", "QLOG_RECONFIGURED"}
     migrate(postgres.dsn)
     run = "qlog-panels"
     with PostgresSink(postgres.dsn, run_id=run) as sink:
-        sink.write_batch(0, alerts=alerts, snapshots=[*snaps, *states.values()], dead_letters=[], metrics=None)
+        sink.write_batch(0, alerts=alerts, snapshots=snaps, dead_letters=[], metrics=None)
     start = datetime.fromtimestamp(events[0]["ts_ms"] / 1000, UTC)
     end = datetime.fromtimestamp(events[-1]["ts_ms"] / 1000 + 60, UTC)
     setting = Setting(postgres.dsn, run, "ql1", {name: _range(start, end) for name in generate.NAMES},

@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from replimon.core import GroupMonitor, Monitor
+from replimon.core import GroupMonitor
 from replimon.embedded import EmbeddedPostgres
 from replimon.producers import simulator_gen, simulator_qlog
 from replimon.store.reads import RunReader
@@ -29,7 +29,7 @@ from replimon.store.schema import migrate
 from replimon.store.values import ms_from_ts, nonneg, ts_from_ms
 from replimon.streaming.sinks.postgres import PostgresSink
 from tests.support import eventually
-from tests.support.outputs import SNAPSHOT_EVERY_MS, monitor_outputs
+from tests.support.outputs import monitor_outputs, outputs_of
 
 pytestmark = pytest.mark.postgres
 
@@ -328,19 +328,6 @@ def test_snapshots_produce_group_node_and_timeseries_rows(sink: PostgresSink,
     assert decided == (moved["decided"],) and points == [(1, moved["decided"])]
 
 
-def snapshots_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every group's snapshot every 10 s of event time and at the end of ``events``, as
-    ``monitor_outputs`` takes them for the XCom payloads."""
-    monitor, snaps, next_snap = Monitor(), [], events[0]["ts_ms"] + SNAPSHOT_EVERY_MS
-    for ev in events:
-        monitor.process(ev)
-        if ev["ts_ms"] >= next_snap:
-            snaps += [g.snapshot() for g in monitor.groups.values()]
-            next_snap += SNAPSHOT_EVERY_MS
-    monitor.finish()
-    return snaps + [g.snapshot() for g in monitor.groups.values()]
-
-
 def family_events(family: str) -> list[dict[str, Any]]:
     """A 120 s two-group run of ``family`` whose configuration changes: generations with
     restarts (each a new generation), quorum-log with its leases renewed by Reconf (each a new
@@ -369,7 +356,7 @@ def test_a_group_of_another_family_has_its_own_rows_and_no_xcom_values(sink: Pos
     the frontiers are the family's own (none for generations; quorum-log: decided, executed by a
     majority, each node's executed) and each configuration change (a generation, a legislature)
     is one step of config_version."""
-    snaps = snapshots_of(family_events(family))
+    snaps = outputs_of(family_events(family))[1]
     last = {s["group"]: s for s in snaps}
     assert all(s["family"] == family and s["config"] for s in last.values())
     assert sink.write_batch(0, alerts=[], snapshots=snaps, dead_letters=[], metrics=None)
