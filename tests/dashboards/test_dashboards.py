@@ -317,7 +317,7 @@ class Setting:
 
     def group_for(self, q: Query) -> str:
         title = q.where.rsplit("/", 1)[0]
-        return next((dict(self.family_groups)[f] for f, titles in FAMILY_PANELS.items()
+        return next((dict(self.family_groups).get(f, self.group) for f, titles in FAMILY_PANELS.items()
                      if q.dashboard == "group" and title in titles), self.group)
 
     def expand(self, q: Query, time_range: TimeRange | None = None,
