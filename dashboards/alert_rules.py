@@ -72,6 +72,16 @@ CONDITIONS: dict[str, str] = {
     "QUORUM_LOST": "Fewer than a majority of the active configuration's members are live: the group cannot decide.",
     "EXECUTOR_LAG": "A member's executed frontier lags the group's decided frontier by more than the threshold.",
     "GROUP_SILENT": "No event at all arrived from the group (it, or its publishing path, is down).",
+    # the quorum-log family (docs/rules.md, "The quorum-log family"; docs/families.md 3.4, 3.5)
+    "QLOG_DIVERGENT_DECREE": "Two replicas executed different values at one decree number, two proposers passed different values for one decree id, or two memberships were installed for one legislature.",
+    "QLOG_RECONF_WITHOUT_OLD_QUORUM": "A Reconf decree passed without the acks of a majority of the legislature it was passed in.",
+    "QLOG_DECREE_WITHOUT_QUORUM": "A values decree passed without the acks of a majority of its legislature.",
+    "QLOG_OBSOLETE_DECREE_EXECUTED": "A replica executed a decree of a legislature older than one it had already reconfigured to.",
+    "QLOG_RECOVER_UNSAFE": "A recover synchronised a new membership holding fewer than half of the old one (relocated replicas counted as old).",
+    "QLOG_RECOVER_UNSYNCED": "A recovery Reconf passed before every acceptor of the new membership was synchronised, or without a majority of it.",
+    "QLOG_LEGISLATURE_REGRESSION": "A replica reported a legislature lower than one it had reported before.",
+    "QLOG_NO_LEADER": "No member of the legislature in force has named itself leader for the threshold: no lease, no decrees.",
+    "QLOG_RECOVER_STUCK": "A recover request started and the Reconf to its new membership has not been executed for the threshold.",
 }
 
 RUNBOOK = {

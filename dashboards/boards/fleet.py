@@ -2,7 +2,7 @@
 
 What is wrong and where: groups by health, what is firing by kind and severity, which groups are
 reconfiguring, which are closest to their event horizon, which nodes went silent, and where
-each generations group stands. The ``$family`` variable keeps the groups of the chosen protocol
+each generations and quorum-log group stands. The ``$family`` variable keeps the groups of the chosen protocol
 families. Every group cell links to Group detail.
 """
 
@@ -74,22 +74,40 @@ JOIN (
 WHERE g.run_id = {RUN} AND g.family IN ({FAMILY})
 ORDER BY h.level DESC, h.firing DESC, g.group_id"""
 
-# Generations groups (docs/families.md 5.2): the current generation of each, from
-# group_state.config; rows only when the family variable includes 'gen'.
-GENERATIONS = f"""SELECT g.group_id AS "group",
+def family_groups(family: str, columns: str, order: str) -> str:
+    """One row per group of ``family`` (rows only when the family variable includes it): its
+    name and health, then ``columns`` (of group_state ``g``), then its last event; ``order``
+    before the health and the name."""
+    return f"""SELECT g.group_id AS "group",
        {sql.HEALTH_TEXT.format('h.level')} AS health,
-       (g.config->>'num')::bigint AS generation,
-       jsonb_array_length(g.config->'members') AS members,
-       jsonb_array_length(g.config->'configured') AS configured,
-       CASE WHEN (g.config->>'minority')::boolean THEN 'minority' ELSE 'majority' END AS quorum,
-       (g.config->>'election')::bigint AS "open election",
+{indent(columns, 7)},
        g.clock_ts AS "last event"
 FROM group_state g
 JOIN (
-{indent(sql.health_levels("g.family = 'gen'"), 4)}
+{indent(sql.health_levels(f"g.family = '{family}'"), 4)}
 ) h ON h.group_id = g.group_id
-WHERE g.run_id = {RUN} AND g.family = 'gen' AND 'gen' IN ({FAMILY})
-ORDER BY (g.config->>'minority')::boolean DESC NULLS FIRST, h.level DESC, g.group_id"""
+WHERE g.run_id = {RUN} AND g.family = '{family}' AND '{family}' IN ({FAMILY})
+ORDER BY {order}h.level DESC, g.group_id"""
+
+
+# Generations groups (docs/families.md 5.2): the current generation of each, from
+# group_state.config.
+GENERATIONS = family_groups("gen", '''(g.config->>'num')::bigint AS generation,
+jsonb_array_length(g.config->'members') AS members,
+jsonb_array_length(g.config->'configured') AS configured,
+CASE WHEN (g.config->>'minority')::boolean THEN 'minority' ELSE 'majority' END AS quorum,
+(g.config->>'election')::bigint AS "open election"''', "(g.config->>'minority')::boolean DESC NULLS FIRST, ")
+
+# Quorum-log groups (docs/families.md 5.2): the legislature in force, its leader and the decree
+# frontier of each, from group_state.config.
+QUORUM_LOGS = family_groups("qlog", '''(g.config->>'legislature')::bigint AS legislature,
+jsonb_array_length(g.config->'members') AS members,
+(SELECT string_agg(m->>'id', ', ') FROM jsonb_array_elements(g.config->'members') m
+ WHERE (m->>'leader')::boolean) AS leader,
+(g.config->>'passed')::bigint AS passed,
+(g.config->>'executed')::bigint AS executed,
+g.executed_majority AS "executed by a majority",
+jsonb_array_length(g.config->'recovering') AS "open recoveries"''', "")
 
 FIRING = f"""SELECT o.group_id AS "group", o.severity, o.kind, o.category,
        o.event_ts AS "since", o.detected_ts AS detected, o.node, o.instance, o.message
@@ -126,8 +144,14 @@ ORDER BY 4, s.event_ts DESC"""
 def stats() -> list[cogbuilder.Builder[model.Panel]]:
     """The top line: six numbers."""
     return [
-        stat_panel("Groups", f"SELECT count(*) AS groups FROM group_state WHERE run_id = {RUN}",
-                   "Groups of this run (latest state)."),
+        stat_panel("Groups", f"""SELECT count(*) AS groups,
+       count(*) FILTER (WHERE family = 'xcom') AS xcom,
+       count(*) FILTER (WHERE family = 'gen') AS gen,
+       count(*) FILTER (WHERE family = 'qlog') AS qlog
+FROM group_state
+WHERE run_id = {RUN}""", "Groups of this run (latest state): all of them, and how many of each "
+                   "protocol family (xcom: MySQL XCom, gen: Postgres multimaster generations, "
+                   "qlog: quorum-log reconfiguration)."),
         stat_panel("Critical groups", f"""SELECT count(*) FILTER (WHERE h.level = 2) AS critical
 FROM (
 {indent(sql.health_levels(), 4)}
@@ -219,4 +243,11 @@ def build() -> dash.Dashboard:
                 "generation against the nodes configured (a minority generation cannot commit), "
                 "the open election (a generation a majority voted for that the nodes have not "
                 "switched to yet; empty: none). Minority groups first.", h=8,
+                links=[group_link()], coloured=("health",)))
+            .with_panel(table_panel(
+                "Quorum logs now", QUORUM_LOGS, "Each quorum-log group (family qlog, shown when the "
+                "family variable includes it): the legislature in force, its members, the "
+                "member(s) naming themselves leader (empty: none, QLOG_NO_LEADER if it lasts), "
+                "the decree frontier (highest passed, highest contiguous executed, executed by a "
+                "majority of the legislature) and the open recover requests.", h=8,
                 links=[group_link()], coloured=("health",))))

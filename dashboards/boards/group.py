@@ -16,6 +16,7 @@ from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as model
 
 from replimon.dashboards import sql
+from replimon.dashboards.boards.families import gen_panels, qlog_panels
 from replimon.dashboards.build import (
     DS,
     GREEN,
@@ -31,7 +32,7 @@ from replimon.dashboards.build import (
     table_panel,
     timeseries_panel,
 )
-from replimon.dashboards.sql import FAMILY, GROUP, RUN, indent
+from replimon.dashboards.sql import GROUP, RUN, indent
 
 WHERE = f"run_id = {RUN} AND group_id = {GROUP}"  # latest-state tables of the group
 SERIES = f"{WHERE} AND $__timeFilter(ts)"  # its time series over the range
@@ -66,7 +67,9 @@ _MEMBERS = ("(SELECT string_agg(m->>'id' || ' (protocol ' || (m->>'protocol') ||
             "        FROM jsonb_array_elements({0}) m)")
 
 # Every family's configuration (docs/families.md 5.2): XCom's active and pending ones from its
-# columns, any other family's from group_state.config; ``configuration`` is the JSON as stored.
+# columns, any other family's from group_state.config (a generation's members are ids, a
+# legislature's {id, leader} objects: shown as ids, the leader marked); ``configuration`` is the
+# JSON as stored.
 CONFIGS = f"""SELECT family, 'active' AS role, active_start AS version,
        active_event_horizon AS "event horizon",
        (snapshot->'active'->>'decided_at')::bigint AS "decided at",
@@ -82,9 +85,14 @@ SELECT family, 'pending', (p->>'start')::bigint, (p->>'event_horizon')::integer,
 FROM group_state, jsonb_array_elements(pending) p
 WHERE {WHERE} AND family = 'xcom'
 UNION ALL
-SELECT family, CASE family WHEN 'gen' THEN 'generation' ELSE 'current' END,
-       (config->>'num')::bigint, NULL, NULL,
-       (SELECT string_agg(m, ', ') FROM jsonb_array_elements_text(config->'members') m),
+SELECT family, CASE family WHEN 'gen' THEN 'generation' WHEN 'qlog' THEN 'legislature' ELSE 'current' END,
+       CASE family WHEN 'qlog' THEN (config->>'legislature')::bigint ELSE (config->>'num')::bigint END,
+       NULL, NULL,
+       (SELECT string_agg(CASE jsonb_typeof(m)
+                            WHEN 'object' THEN (m->>'id') || CASE WHEN (m->>'leader')::boolean
+                                                                  THEN ' (leader)' ELSE '' END
+                            ELSE m #>> '{{}}' END, ', ')
+        FROM jsonb_array_elements(config->'members') m),
        config::text
 FROM group_state
 WHERE {WHERE} AND family <> 'xcom' AND config IS NOT NULL
@@ -108,71 +116,6 @@ FROM (
 {indent(sql.alert_spans(f"f.group_id = {GROUP} AND f.category <> 'info'"), 4)}
 ) s
 ORDER BY s.event_ts DESC"""
-
-
-# -- the generations family (docs/families.md 5.2): rows only for a gen group and when the
-# family variable includes 'gen'.
-GEN_WHERE = f"{WHERE} AND family = 'gen' AND 'gen' IN ({FAMILY})"
-
-CONFIG_VERSION = f"""SELECT t.ts AS "time", t.config_version AS generation,
-       t.members AS "members of the generation"
-FROM group_timeseries t
-JOIN group_state g ON g.run_id = t.run_id AND g.group_id = t.group_id
-WHERE t.run_id = {RUN} AND t.group_id = {GROUP} AND $__timeFilter(t.ts)
-  AND g.family = 'gen' AND 'gen' IN ({FAMILY})
-ORDER BY 1"""
-
-GEN_NODES = f"""SELECT n.node_id AS node, n.member AS configured, n.status AS "status in gen",
-       (n.family_state->>'gen')::bigint AS gen,
-       n.family_state->>'node_status' AS node_status,
-       (n.family_state->>'last_online_in')::bigint AS "last online in",
-       (n.family_state->>'last_vote')::bigint AS "last vote",
-       n.silent, n.last_ts AS "last event"
-FROM node_state n
-JOIN group_state g ON g.run_id = n.run_id AND g.group_id = n.group_id
-WHERE n.run_id = {RUN} AND n.group_id = {GROUP} AND g.family = 'gen' AND 'gen' IN ({FAMILY})
-ORDER BY n.node_id"""
-
-# Panel titles of each family's panels (the tests expand them with a group of that family).
-FAMILY_PANELS = {"gen": ("Generation", "Generation members / configured", "Minority generation",
-                         "Open election", "Generation over time", "Generation nodes now")}
-
-
-def gen_panels() -> list[cogbuilder.Builder[model.Panel]]:
-    """The generations row: where the group's current generation stands, its number over time,
-    each node's view."""
-    return [
-        stat_panel("Generation", f"SELECT (config->>'num')::bigint AS generation FROM group_state WHERE {GEN_WHERE}",
-                   "Current generation (the highest one a node switched to; latest state).", w=6),
-        stat_panel("Generation members / configured",
-                   f"""SELECT jsonb_array_length(config->'members') AS members,
-       jsonb_array_length(config->'configured') AS configured
-FROM group_state WHERE {GEN_WHERE}""",
-                   "Members of the current generation, and the nodes configured (latest state).", w=6),
-        stat_panel("Minority generation",
-                   f"SELECT CASE WHEN (config->>'minority')::boolean THEN 1 ELSE 0 END AS minority"
-                   f" FROM group_state WHERE {GEN_WHERE}",
-                   "Whether the current generation has fewer members than a majority of the "
-                   "configured nodes: it cannot commit.", thresholds=steps(GREEN, (1, RED)),
-                   mappings=[model.ValueMap(options={
-                       "0": model.ValueMappingResult(text="no", color=GREEN, index=0),
-                       "1": model.ValueMappingResult(text="minority", color=RED, index=1)})], w=6),
-        stat_panel("Open election",
-                   f"SELECT coalesce((config->>'election')::bigint, 0) AS election"
-                   f" FROM group_state WHERE {GEN_WHERE}",
-                   "The generation a majority voted for that the nodes have not switched to yet "
-                   "(none: no election open).", thresholds=steps(GREEN, (1, ORANGE)),
-                   mappings=[model.ValueMap(options={
-                       "0": model.ValueMappingResult(text="none", color=GREEN, index=0)})], w=6),
-        timeseries_panel("Generation over time", [sql.series(CONFIG_VERSION)],
-                         "The current generation number at each snapshot "
-                         "(group_timeseries.config_version): each step is a switch to a new "
-                         "generation; and how many members it has.", unit="none", w=12),
-        table_panel("Generation nodes now", GEN_NODES,
-                    "Each node (latest state): configured or not, its status in its generation "
-                    "(ONLINE, RECOVERY, DEAD), its generation, mtm's node_status, the generation "
-                    "it was last online in and its last vote.", w=12),
-    ]
 
 
 def config_annotation(kind: str) -> str:
@@ -257,7 +200,7 @@ def build() -> dash.Dashboard:
            .annotation(annotation("Alerts", ALERT_ANNOTATION, "red")))
     for panel in stats():
         out = out.with_panel(panel)
-    for panel in gen_panels():
+    for panel in [*gen_panels(), *qlog_panels()]:
         out = out.with_panel(panel)
     return (out
             .with_panel(timeseries_panel(
@@ -277,7 +220,9 @@ def build() -> dash.Dashboard:
                 "(latest state). XCom: the active configuration and the pending ones, version = "
                 "start instance, event horizon, the instance that decided it, members with their "
                 "protocol. Generations: the current generation, version = its number, its "
-                "members. The configuration column is the configuration as stored.",
+                "members. Quorum-log: the legislature in force, version = its number, its "
+                "members in order with the leader marked. The configuration column is the "
+                "configuration as stored.",
                 w=12, coloured=()))
             .with_panel(table_panel(
                 "Nodes now", NODES, "Every node the group has seen (latest state); members first.",

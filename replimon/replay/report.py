@@ -29,11 +29,13 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from replimon.core.rules.qlog.family import QLOG
 from replimon.replay import iso
 from replimon.replay.report_data import AlertRow, RunData, Timeline, load_run
 from replimon.replay.report_events import EventSource
+from replimon.replay.report_lanes import generation_steps, generations, legislature_steps
 from replimon.replay.report_md import duration, markdown, reproduce, run_kind
-from replimon.replay.report_svg import generation_steps, generations, timeline_svg
+from replimon.replay.report_svg import timeline_svg
 
 MAX_EVIDENCE_ROWS = 50
 EVIDENCE_COLUMNS = ("type", "node", "ts_ms", "seq", "incarnation", "topic", "partition", "offset")
@@ -264,6 +266,12 @@ def _timeline(t: Timeline, index: int) -> str:
         steps = generation_steps(t.series_points or t.points)
         out.append('<p class="gens">Generations: ' + ", ".join(
             f"gen {_e(num)} from {_e(iso(ts))}" for ts, num in steps) + "</p>")
+    if t.family == QLOG:  # each membership as text too, with its lease renewals
+        out.append('<p class="legs">Legislatures: ' + ", ".join(
+            f"leg {_e(s.leg)}" + (f" [{_e(', '.join(s.members))}]" if s.members else "")
+            + f" from {_e(iso(s.ts))}"
+            + (f" (+{len(s.renewals)} lease renewals to {_e(s.renewals[-1][1])})" if s.renewals else "")
+            for s in legislature_steps(t)) + "</p>")
     out += [_alert_details(r) for r in notable]
     if info:
         out.append(f'<h4>{len(info)} info events (CONFIG_INSTALLED, RECONFIG_REFUSED, '
@@ -291,7 +299,8 @@ def _timelines(d: RunData) -> str:
            '<p class="note">Per group, on one event-time axis: alerts (triangles; a bar to the '
            'resolution), each node\'s executed (solid) and decided (dotted) frontier against the '
            'effective horizon (red, stepped), the configurations installed and active (for a '
-           'generations group: each generation it switched to, and its members), and the '
+           'generations group: each generation it switched to, and its members; for a quorum-log group: '
+           'each membership with its legislature, the leader, and the decree frontier), and the '
            'heartbeat age of each node with its silences. ' + _sources(d) + '</p>']
     if not d.timelines:
         out.append("<p>No affected group: nothing to draw.</p>")

@@ -34,6 +34,7 @@ from replimon.store.report_reads import (
     dq_summaries,
     event_span,
     group_alerts,
+    group_families,
     group_points,
     node_points,
     notable_alerts,
@@ -96,6 +97,7 @@ class Timeline:
     # (report_series.py); empty when the events could not be read.
     series_points: list[dict[str, Any]] = field(default_factory=list)
     series_nodes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    family: str = "xcom"  # group_state.family: which configuration lane the timeline draws
 
 
 @dataclass
@@ -163,6 +165,7 @@ def load_run(dsn: str, run_id: str, *, max_timelines: int = MAX_TIMELINES,
         drawn = [a.group for a in affected[:max_timelines]]
         alerts, points = group_alerts(conn, run_id, drawn), group_points(conn, run_id, drawn)
         nodes = node_points(conn, run_id, drawn)
+        families = group_families(conn, run_id, drawn)
         latency = [Latency(kind, n, None if med is None else round(med, 1),
                            None if mx is None else round(mx),
                            None if wmed is None else round(wmed, 1),
@@ -174,8 +177,8 @@ def load_run(dsn: str, run_id: str, *, max_timelines: int = MAX_TIMELINES,
             batches=totals.batches, dead_letters=totals.dead_letters,
             dead_letter_rows=dead_letter_rows(conn, run_id, MAX_DEAD_LETTERS),
             span=event_span(conn, run_id), kinds=kinds, affected=affected,
-            timelines=[Timeline(g, [AlertRow(**r) for r in alerts[g]], points[g], nodes[g])
-                       for g in drawn],
+            timelines=[Timeline(g, [AlertRow(**r) for r in alerts[g]], points[g], nodes[g],
+                                family=families[g]) for g in drawn],
             notable_alerts=notable, notable_total=notable_total, latency=latency,
             dq=[DqSummary(*d) for d in dq_summaries(conn, run_id)], max_timelines=max_timelines,
             max_alert_rows=max_alert_rows)

@@ -26,6 +26,7 @@ from typing import Any
 
 from replimon.core import GroupMonitor, Limits
 from replimon.core.rules.family import family_of
+from replimon.core.rules.qlog.family import QLOG
 from replimon.store.rows import series_values
 from replimon.store.values import nonneg
 
@@ -101,8 +102,16 @@ def _sample(name: str, evs: list[dict[str, Any]], t0: int, t1: int, step: int,
 
 def group_point(s: Mapping[str, Any], ts: int) -> dict[str, Any]:
     """A snapshot as a ``group_timeseries`` row at ``ts`` (what `report_reads.group_points`
-    returns; the sink writes the same values, ``replimon.store.rows.series_values``)."""
-    return {"ts": ts, **series_values(s)}
+    returns; the sink writes the same values, ``replimon.store.rows.series_values``). A
+    quorum-log group's point also has what only the events give the report (no column holds
+    them): ``passed``, the highest decree passed, and ``leader``, the members naming themselves
+    leader (comma-separated; None: none)."""
+    point = {"ts": ts, **series_values(s)}
+    config = s.get("config")
+    if s.get("family") == QLOG and isinstance(config, Mapping):
+        point["passed"] = config.get("passed")
+        point["leader"] = ", ".join(m["id"] for m in config.get("members") or [] if m.get("leader")) or None
+    return point
 
 
 def node_points(s: Mapping[str, Any], ts: int) -> Iterable[tuple[str, dict[str, Any]]]:

@@ -9,12 +9,15 @@ One picture per affected group, four bands on one event-time axis:
    picture of a horizon wedge. The lines go through the series computed from the events
    (``Timeline.series_*``, `replimon.replay.report_series`) when the report has them, else
    through the snapshots (node_timeseries, group_timeseries); the snapshots are dots either way;
-3. *configurations*: the configurations installed (CONFIG_INSTALLED, a segment from its install
+3. *configurations* (``report_lanes.py``, per family): the configurations installed (CONFIG_INSTALLED, a segment from its install
    to the next one, labelled with its start and event horizon), refusals (RECONFIG_REFUSED) and
    the active configuration of each snapshot (group_timeseries.active_config, with the pending
    ones); for a generations group, its *generations* instead: a segment per generation number
    (group_timeseries.config_version) from the point that first shows it to the next, with a
-   diamond at each switch and the generation's member count;
+   diamond at each switch and the generation's member count; for a quorum-log group, its
+   *legislatures*: a segment per membership (QLOG_RECONFIGURED events: a Reconf to the same set
+   renews the leader's lease and is a tick, not a segment) and the leader along the event series;
+   its frontier band adds the group's decree frontier (highest passed, executed by a majority);
 4. *heartbeats*: each node's heartbeat age (how stale it looked: a line through the event
    series, else the snapshots; the snapshots' ages as dots) with its NODE_SILENT intervals, and
    GROUP_SILENT intervals across the band.
@@ -27,39 +30,22 @@ opens the evidence table on click. Every string from the data is escaped (`html.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from html import escape
-from typing import Any
 
 from replimon.replay import evidence_line, iso
 from replimon.replay.report_data import AlertRow, Timeline
-
-W, LEFT, RIGHT = 1100, 150, 24
-PLOT = W - LEFT - RIGHT
-SEV_COLOR = {"critical": "#c62828", "warning": "#ef6c00", "info": "#607d8b"}
-NODE_COLORS = ("#1565c0", "#2e7d32", "#6a1b9a", "#00838f", "#5d4037", "#827717", "#ad1457",
-               "#37474f")
-HORIZON_COLOR = "#b71c1c"
-STEPS_MS = (100, 200, 500, 1000, 2000, 5000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000,
-            600_000, 900_000, 1_800_000, 3_600_000, 7_200_000, 21_600_000, 43_200_000, 86_400_000)
-MAX_TITLE_EVIDENCE = 6
-
-
-def _e(value: Any) -> str:
-    return escape(str(value), quote=True)
-
-
-def alert_title(a: AlertRow, resolved: AlertRow | None = None) -> str:
-    """The tooltip of an alert marker: kind, times, message, evidence with offsets."""
-    lines = [f"{a.kind} ({a.severity}) {a.status} at {iso(a.event_ms)}  id {a.alert_id}",
-             a.message]
-    if resolved is not None:
-        lines.append(f"resolved at {iso(resolved.event_ms)}: {resolved.message}")
-    lines += [evidence_line(ev) for ev in a.evidence[:MAX_TITLE_EVIDENCE]]
-    if len(a.evidence) > MAX_TITLE_EVIDENCE:
-        lines.append(f"... {len(a.evidence) - MAX_TITLE_EVIDENCE} more evidence events")
-    if not a.evidence:
-        lines.append("(no evidence events: raised by a timer, from the group's state)")
-    return "\n".join(lines)
+from replimon.replay.report_draw import (
+    HORIZON_COLOR,
+    LEFT,
+    NODE_COLORS,
+    PLOT,
+    SEV_COLOR,
+    STEPS_MS,
+    W,
+    alert_title,
+    band_label,
+)
+from replimon.replay.report_draw import esc as _e
+from replimon.replay.report_lanes import config_band, decree_lines
 
 
 def _nice(lo: float, hi: float, n: int = 4) -> list[float]:
@@ -130,14 +116,6 @@ def _evidence_points(t: Timeline, color: dict[str, str]) -> list[tuple[str, int,
     return out
 
 
-def _config_of(a: AlertRow) -> tuple[Any, Any]:
-    """(start, event horizon) a CONFIG_INSTALLED alert installed, from its config evidence."""
-    for ev in a.evidence:
-        if ev.get("type") == "config" and "start" in ev:
-            return ev["start"], ev.get("event_horizon")
-    return a.instance, None
-
-
 def timeline_svg(t: Timeline, index: int) -> str:
     """The SVG of one group's timeline (``index`` makes element ids unique in the page)."""
     t0, t1 = _time_range(t)
@@ -160,7 +138,7 @@ def timeline_svg(t: Timeline, index: int) -> str:
     y = 6
     # -- 1. alerts strip
     strip_top, strip_h = y, 30
-    parts.append(_band_label(strip_top + strip_h / 2, "alerts"))
+    parts.append(band_label(strip_top + strip_h / 2, "alerts"))
     markers: list[str] = []
     # -- 2. frontiers
     y += strip_h + 10
@@ -169,6 +147,8 @@ def timeline_svg(t: Timeline, index: int) -> str:
               for v in (p["decided"], p["executed"]) if v is not None]
     values += [p["effective_horizon"] for p in line_points if p["effective_horizon"] is not None]
     values += [v for _, _, v, _ in _evidence_points(t, color)]
+    decrees = decree_lines(t, line_points)
+    values += [v for *_, pts in decrees for v in pts if v is not None]
     lo, hi = (min(values), max(values)) if values else (0, 1)
     if hi - lo < 4:
         lo, hi = lo - 2, hi + 2
@@ -179,8 +159,8 @@ def timeline_svg(t: Timeline, index: int) -> str:
         return f_top + f_h - (v - lo) * f_h / (hi - lo)
 
     parts.append(f'<rect class="panel" x="{LEFT}" y="{f_top}" width="{PLOT}" height="{f_h}"/>')
-    parts.append(_band_label(f_top + 12, "frontier"))
-    parts.append(_band_label(f_top + 26, "(instance)", small=True))
+    parts.append(band_label(f_top + 12, "frontier"))
+    parts.append(band_label(f_top + 26, "(instance)", small=True))
     for v in _nice(lo, hi):
         parts.append(f'<line class="grid" x1="{LEFT}" x2="{LEFT + PLOT}" y1="{fy(v):.1f}" '
                      f'y2="{fy(v):.1f}"/><text class="tick" x="{LEFT - 6}" y="{fy(v) + 4:.1f}" '
@@ -210,6 +190,11 @@ def timeline_svg(t: Timeline, index: int) -> str:
                     f'fill="{color[n]}"><title>{_e(n)} at {_e(iso(p["ts"]))}: executed '
                     f'{_e(p["executed"])}, decided {_e(p["decided"])}'
                     f'{"" if p["member"] else " (not a member)"}</title></circle>')
+    for key, colour, dash, pts in decrees:  # a quorum-log group's decree frontier
+        parts.append(_polyline([None if v is None else (x(p["ts"]), fy(v))
+                                for p, v in zip(line_points, pts, strict=True)],
+                               stroke=colour, stroke_width="1.6", stroke_dasharray=dash,
+                               class_=f"decrees {key}"))
     # Evidence events that carry a frontier: the moments the alerts are about, between snapshots.
     for n, ts, value, title in _evidence_points(t, color):
         parts.append(f'<circle class="evpt" cx="{x(ts):.1f}" cy="{fy(value):.1f}" r="4.5" '
@@ -219,10 +204,7 @@ def timeline_svg(t: Timeline, index: int) -> str:
     y = f_top + f_h + 12
     c_top, row_h = y, 22
     parts.append(f'<rect class="panel" x="{LEFT}" y="{c_top}" width="{PLOT}" height="{2 * row_h}"/>')
-    if generations(t):
-        parts += _generations_lane(line_points, c_top, row_h, x)
-    else:
-        parts += _configurations_lane(t, c_top, row_h, x)
+    parts += config_band(t, line_points, c_top, row_h, x)
     # -- 4. heartbeats
     y = c_top + 2 * row_h + 12
     h_top, h_h = y, 110
@@ -234,8 +216,8 @@ def timeline_svg(t: Timeline, index: int) -> str:
         return h_top + h_h - v * h_h / h_max
 
     parts.append(f'<rect class="panel" x="{LEFT}" y="{h_top}" width="{PLOT}" height="{h_h}"/>')
-    parts.append(_band_label(h_top + 12, "heartbeat age"))
-    parts.append(_band_label(h_top + 26, "(s)", small=True))
+    parts.append(band_label(h_top + 12, "heartbeat age"))
+    parts.append(band_label(h_top + 26, "(s)", small=True))
     for v in _nice(0, h_max / 1000, 3):
         parts.append(f'<line class="grid" x1="{LEFT}" x2="{LEFT + PLOT}" y1="{hy(v * 1000):.1f}" '
                      f'y2="{hy(v * 1000):.1f}"/><text class="tick" x="{LEFT - 6}" '
@@ -293,103 +275,6 @@ def timeline_svg(t: Timeline, index: int) -> str:
             f'<span class="lg"><i style="background:{SEV_COLOR["critical"]}"></i>critical</span>'
             f'<span class="lg"><i style="background:{SEV_COLOR["warning"]}"></i>warning</span>'
             f'<span class="lg">times UTC, {_e(iso(t0)[:10])}</span></div>')
-
-
-def _configurations_lane(t: Timeline, c_top: float, row_h: int, x: Callable[[int], float]) -> list[str]:
-    """XCom's configurations band: the configurations installed (CONFIG_INSTALLED, refusals)
-    and the active one of each snapshot."""
-    parts: list[str] = []
-    parts.append(_band_label(c_top + row_h / 2 + 4, "installed"))
-    parts.append(_band_label(c_top + 1.5 * row_h + 4, "active"))
-    installs = sorted((a for a in t.alerts if a.kind == "CONFIG_INSTALLED"),
-                      key=lambda a: (a.event_ms, a.alert_id))
-    for i, a in enumerate(installs):
-        start, eh = _config_of(a)
-        x0 = x(a.event_ms)
-        x1 = x(installs[i + 1].event_ms) if i + 1 < len(installs) else LEFT + PLOT
-        label = f"start {start}" + (f" · eh {eh}" if eh is not None else "")
-        parts.append(
-            f'<g class="mk cfg" data-alert="{_e(a.alert_id)}" tabindex="0">'
-            f'<title>{_e(alert_title(a))}</title>'
-            f'<rect x="{x0:.1f}" y="{c_top + 3}" width="{max(x1 - x0, 2):.1f}" '
-            f'height="{row_h - 6}" fill="{NODE_COLORS[i % 2 + 3]}" fill-opacity="0.18" '
-            f'stroke="{NODE_COLORS[i % 2 + 3]}"/>'
-            f'<path d="M{x0:.1f},{c_top + 3} l5,8 l-5,8 l-5,-8 z" fill="#455a64"/>'
-            + (f'<text class="cfgtext" x="{x0 + 8:.1f}" y="{c_top + 15}">{_e(label)}</text>'
-               if x1 - x0 > 60 else "") + "</g>")
-    for a in (a for a in t.alerts if a.kind == "RECONFIG_REFUSED"):
-        x0 = x(a.event_ms)
-        parts.append(
-            f'<g class="mk refused" data-alert="{_e(a.alert_id)}" tabindex="0">'
-            f'<title>{_e(alert_title(a))}</title>'
-            f'<path d="M{x0 - 5:.1f},{c_top + 6} l10,10 m0,-10 l-10,10" stroke="#6d4c41" '
-            f'stroke-width="2.2"/></g>')
-    for i, p in enumerate(t.points):
-        if p["active_config"] is None:
-            continue
-        x0 = x(p["ts"])
-        x1 = x(t.points[i + 1]["ts"]) if i + 1 < len(t.points) else LEFT + PLOT
-        pending = f"; pending: {p['pending_configs']}" if p["pending_configs"] else ""
-        dash = ' stroke-dasharray="3 2"' if pending else ""
-        parts.append(
-            f'<g><title>{_e(iso(p["ts"]))}: active {_e(p["active_config"])}{_e(pending)}</title>'
-            f'<rect x="{x0:.1f}" y="{c_top + row_h + 3}" width="{max(x1 - x0, 3):.1f}" '
-            f'height="{row_h - 6}" fill="#90a4ae" fill-opacity="0.35" stroke="#546e7a"{dash}/>'
-            + (f'<text class="cfgtext" x="{x0 + 4:.1f}" y="{c_top + row_h + 15}">'
-               f'{_e(p["active_config"])}{" (+pending)" if pending else ""}</text>'
-               if x1 - x0 > 120 else "") + "</g>")
-    return parts
-
-
-def generations(t: Timeline) -> bool:
-    """Whether the group's configuration is a version number without XCom's configuration text
-    (the generations family: group_timeseries.config_version is the generation number)."""
-    pts = [*t.points, *t.series_points]
-    return (any(p.get("config_version") is not None for p in pts)
-            and all(p.get("active_config") is None for p in pts))
-
-
-def generation_steps(points: list[dict[str, Any]]) -> list[tuple[int, int]]:
-    """(time, generation) of each change of config_version along the points, the first one
-    included: the generation a group switched to and when the points first show it."""
-    out: list[tuple[int, int]] = []
-    for p in points:
-        v = p.get("config_version")
-        if v is not None and (not out or out[-1][1] != v):
-            out.append((p["ts"], v))
-    return out
-
-
-def _generations_lane(points: list[dict[str, Any]], c_top: float, row_h: int,
-                      x: Callable[[int], float]) -> list[str]:
-    """The generations band: a segment per generation from the point that first shows it to the
-    next one, labelled with its number and members, a diamond at each switch (drawn as XCom's
-    installed configurations are)."""
-    parts = [_band_label(c_top + row_h / 2 + 4, "generation"),
-             _band_label(c_top + 1.5 * row_h + 4, "members")]
-    steps = generation_steps(points)
-    members = {p["ts"]: p.get("members") for p in points}
-    for i, (ts, num) in enumerate(steps):
-        x0 = x(ts)
-        x1 = x(steps[i + 1][0]) if i + 1 < len(steps) else LEFT + PLOT
-        n = members.get(ts)
-        title = f"generation {num} from {iso(ts)}" + (f": {n} members" if n is not None else "")
-        parts.append(
-            f'<g class="genstep" data-gen="{_e(num)}"><title>{_e(title)}</title>'
-            f'<rect x="{x0:.1f}" y="{c_top + 3}" width="{max(x1 - x0, 2):.1f}" '
-            f'height="{row_h - 6}" fill="{NODE_COLORS[i % 2 + 3]}" fill-opacity="0.18" '
-            f'stroke="{NODE_COLORS[i % 2 + 3]}"/>'
-            f'<path d="M{x0:.1f},{c_top + 3} l5,8 l-5,8 l-5,-8 z" fill="#455a64"/>'
-            + (f'<text class="cfgtext" x="{x0 + 8:.1f}" y="{c_top + 15}">gen {_e(num)}</text>'
-               if x1 - x0 > 40 else "")
-            + (f'<text class="cfgtext" x="{x0 + 8:.1f}" y="{c_top + row_h + 15}">{_e(n)}</text>'
-               if n is not None and x1 - x0 > 20 else "") + "</g>")
-    return parts
-
-
-def _band_label(y: float, text: str, *, small: bool = False) -> str:
-    return (f'<text class="{"band small" if small else "band"}" x="8" y="{y:.1f}">'
-            f'{_e(text)}</text>')
 
 
 def _axis(t0: int, t1: int, y: float, x: Callable[[int], float]) -> str:

@@ -118,6 +118,16 @@ def group_alerts(conn: psycopg.Connection[Any], run_id: str,
     return out
 
 
+def group_families(conn: psycopg.Connection[Any], run_id: str, groups: list[str]) -> dict[str, str]:
+    """Each of ``groups``' protocol family (``group_state.family``; xcom for a group without a
+    state row)."""
+    out = dict.fromkeys(groups, "xcom")
+    if groups:
+        out.update(conn.execute("SELECT group_id, family FROM group_state"
+                                " WHERE run_id = %s AND group_id = ANY(%s)", (run_id, groups)).fetchall())
+    return out
+
+
 def group_points(conn: psycopg.Connection[Any], run_id: str,
                  groups: list[str]) -> dict[str, list[dict[str, Any]]]:
     """The ``group_timeseries`` points of each of ``groups`` by time (``ts`` as epoch ms)."""

@@ -10,11 +10,14 @@ Guarantees (docs/postgres.md, "Tables"):
 * every family fills the family-neutral columns: ``family``, ``config`` (the snapshot's
   ``config``, the family's configuration as JSON), ``node_state.family_state`` (the node's
   fields beyond those every family has) and ``config_version`` (XCom: the active
-  configuration's start; generations: the generation number);
+  configuration's start; generations: the generation number; quorum-log: the legislature);
 * XCom's flattened columns (active start and horizon, members, pending, effective horizon,
   window use, executed and decided frontiers, protocol, configuration text) hold XCom's values
-  for an XCom group and NULL for any other family: a generations group never looks like an
-  XCom group without a configuration (no ``pending = []``, no ``pending = 0``);
+  for an XCom group and NULL for any other family: a generations or quorum-log group never
+  looks like an XCom group without a configuration (no ``pending = []``, no ``pending = 0``);
+  the frontiers every family can have (the group's ``decided`` and ``executed_majority``, a
+  node's ``executed``) are filled when the snapshot has them (quorum-log: the highest
+  contiguous decree executed, and the one a majority of the legislature executed);
 * a snapshot without ``family`` (written before families existed) is XCom's;
 * a row is a pure function of the snapshot, the run and the batch id, so a replayed batch
   gives the same rows.
@@ -46,7 +49,8 @@ def _jsonb(value: Any) -> Jsonb | None:
 
 def family_state(n: Mapping[str, Any]) -> dict[str, Any]:
     """A node's family-specific fields (generations: gen, node_status, last_online_in,
-    last_vote; XCom: executed, decided, protocol, effective_horizon)."""
+    last_vote; quorum-log: executed, legislature, watermark, leader; XCom: executed, decided,
+    protocol, effective_horizon)."""
     return {k: v for k, v in n.items() if k not in COMMON_NODE_FIELDS}
 
 
@@ -80,7 +84,7 @@ def series_values(s: Mapping[str, Any]) -> dict[str, Any]:
     """A snapshot's ``group_timeseries`` values after (run_id, group_id, ts), by column, in the
     table's order (also the report's points, ``replimon.replay.report_series``). ``members``
     counts the current configuration's members whatever the family (a generation's members for
-    generations); the horizon, window, pending count and configuration texts are XCom's."""
+    generations, the legislature's for quorum-log); the horizon, window, pending count and configuration texts are XCom's."""
     config = s.get("config")
     if family(s) != XCOM:
         return {"decided": nonneg(s.get("decided")), "executed_majority": s.get("executed_majority"),

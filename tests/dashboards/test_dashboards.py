@@ -37,7 +37,7 @@ import pytest
 
 from replimon.core.alerts import WEDGES
 from replimon.dashboards import generate
-from replimon.dashboards.boards.group import FAMILY_PANELS
+from replimon.dashboards.boards.families import FAMILY_PANELS
 from replimon.dashboards.common import DATASOURCE, HERE
 from replimon.dashboards.macros import TimeRange, expand
 
@@ -87,6 +87,19 @@ def queries(name: str, dash: dict[str, Any]) -> Iterator[Query]:
 
 
 QUERIES = [q for name, d in DASHBOARDS.items() for q in queries(name, d)]
+
+
+def family_queries(family: str, *fleet_titles: str) -> list[Query]:
+    """The queries of ``family``'s own panels: its Group detail row, and the Fleet tables named."""
+    return [q for q in QUERIES if q.kind != "variable" and (
+        (q.dashboard == "group" and q.where.rsplit("/", 1)[0] in FAMILY_PANELS[family])
+        or (q.dashboard == "fleet" and q.where.rsplit("/", 1)[0] in fleet_titles))]
+
+
+# The quorum-log panels run against a quorum-log run of their own (test_quorum_log_panels_...):
+# the end-to-end run carries an XCom and a generations fleet.
+QLOG_QUERIES = family_queries("qlog", "Quorum logs now")
+E2E_QUERIES = [q for q in QUERIES if q not in QLOG_QUERIES]
 
 
 def find_panel(name: str, title: str) -> dict[str, Any]:
@@ -299,12 +312,12 @@ class Setting:
     run: str
     group: str
     ranges: dict[str, TimeRange]
-    families: tuple[str, ...] = ("gen", "xcom")
+    families: tuple[str, ...] = ("gen", "qlog", "xcom")
     family_groups: tuple[tuple[str, str], ...] = ()  # family -> the group its panels are run for
 
     def group_for(self, q: Query) -> str:
         title = q.where.rsplit("/", 1)[0]
-        return next((dict(self.family_groups)[f] for f, titles in FAMILY_PANELS.items()
+        return next((dict(self.family_groups).get(f, self.group) for f, titles in FAMILY_PANELS.items()
                      if q.dashboard == "group" and title in titles), self.group)
 
     def expand(self, q: Query, time_range: TimeRange | None = None,
@@ -421,11 +434,7 @@ def index_problems(q: Query, plan: dict[str, Any]) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("q", QUERIES, ids=[q.id for q in QUERIES])
-@pytest.mark.broker
-@pytest.mark.postgres
-@pytest.mark.timeout(900)
-def test_query_runs_against_the_e2e_run(q: Query, setting: Setting) -> None:
+def check_query(q: Query, setting: Setting) -> None:
     """It runs, returns what its panel needs, with rows, and reads the tables through their
     indexes: run first, then the time range (the run variable lists runs: the whole index)."""
     sql = setting.expand(q)
@@ -440,6 +449,14 @@ def test_query_runs_against_the_e2e_run(q: Query, setting: Setting) -> None:
     if q.kind == "variable":
         want = {"group": setting.group, "family": "gen", "run": setting.run}[q.where]
         assert want in {r[0] for r in rows}
+
+
+@pytest.mark.parametrize("q", E2E_QUERIES, ids=[q.id for q in E2E_QUERIES])
+@pytest.mark.broker
+@pytest.mark.postgres
+@pytest.mark.timeout(900)
+def test_query_runs_against_the_e2e_run(q: Query, setting: Setting) -> None:
+    check_query(q, setting)
 
 
 def query(dashboard: str, where: str) -> Query:
@@ -623,3 +640,102 @@ def test_time_firing_matches_its_definition(e2e: Any, setting: Setting) -> None:
     with psycopg.connect(setting.dsn, autocommit=True) as conn:
         _, rows = run_query(conn, setting.expand(q, _range(start, end)))
     assert want > 0 and float(rows[0][0]) == pytest.approx(want / 1000)
+
+
+# -- the quorum-log panels against a quorum-log run ------------------------------------------------
+@dataclass(frozen=True)
+class QlogRun:
+    setting: Setting
+    states: dict[str, dict[str, Any]]  # each group's last snapshot
+
+
+@pytest.fixture(scope="module")
+def qlog_run(postgres: Any) -> QlogRun:
+    """A 90 s quorum-log fleet through the job's PostgreSQL writer (real PostgreSQL): ql1 with a
+    recover request that stays open (QLOG_RECOVER_STUCK), ql2 whose leader's proposer wedges
+    (QLOG_NO_LEADER, resolved), ql3 clean; snapshots every 10 s of event time and at the end."""
+    from replimon.producers import simulator_qlog as sim
+    from replimon.store.schema import migrate
+    from replimon.streaming.sinks.postgres import PostgresSink
+    from tests.support.outputs import outputs_of
+
+    events: list[dict[str, Any]] = []
+    sim.Simulator(sim.SimOptions(groups=3, duration_ms=90_000, seed=4),
+                  [sim.parse_injection("qlog_recover_stuck:ql1@20s"), sim.parse_injection("qlog_no_leader:ql2@20s")],
+                  events.append).run()
+    alerts, snaps = outputs_of(events)
+    states = {s["group"]: s for s in snaps}  # each group's last snapshot
+    assert {a["kind"] for a in alerts} >= {"QLOG_RECOVER_STUCK", "QLOG_NO_LEADER", "QLOG_RECONFIGURED"}
+    migrate(postgres.dsn)
+    run = "qlog-panels"
+    with PostgresSink(postgres.dsn, run_id=run) as sink:
+        sink.write_batch(0, alerts=alerts, snapshots=snaps, dead_letters=[], metrics=None)
+    start = datetime.fromtimestamp(events[0]["ts_ms"] / 1000, UTC)
+    end = datetime.fromtimestamp(events[-1]["ts_ms"] / 1000 + 60, UTC)
+    setting = Setting(postgres.dsn, run, "ql1", {name: _range(start, end) for name in generate.NAMES},
+                      family_groups=(("qlog", "ql1"),))
+    return QlogRun(setting, states)
+
+
+@pytest.mark.parametrize("q", QLOG_QUERIES, ids=[q.id for q in QLOG_QUERIES])
+@pytest.mark.postgres
+def test_quorum_log_panels_run_against_quorum_log_rows(q: Query, qlog_run: QlogRun) -> None:
+    """Each quorum-log panel as test_query_runs_against_the_e2e_run checks the others; and none
+    shows a row when the family variable leaves qlog out."""
+    check_query(q, qlog_run.setting)
+    with psycopg.connect(qlog_run.setting.dsn, autocommit=True) as conn:
+        assert run_query(conn, qlog_run.setting.expand(q, families=("gen", "xcom")))[1] == []
+
+
+@pytest.mark.postgres
+def test_quorum_log_panels_show_the_stored_state(qlog_run: QlogRun) -> None:
+    """docs/dashboards.md, "Families": the legislature, its members with the leader marked, the
+    decree frontier and the open recoveries as the snapshots say; the legislature over time steps
+    up; Fleet counts the quorum-log groups and lists each."""
+    setting, states = qlog_run.setting, qlog_run.states
+    ql1 = states["ql1"]
+    config = ql1["config"]
+    with psycopg.connect(setting.dsn, autocommit=True) as conn:
+        def rows(dashboard: str, where: str, group: str | None = None) -> list[dict[str, Any]]:
+            q = query(dashboard, where)
+            cols, found = run_query(conn, setting.expand(q, group=group))
+            return [dict(zip([c[0] for c in cols], r, strict=True)) for r in found]
+
+        assert rows("group", "Legislature/A") == [{"legislature": config["legislature"]}]
+        assert rows("group", "Legislature members / leaders/A") == [
+            {"members": len(config["members"]), "leaders": sum(m["leader"] for m in config["members"])}]
+        assert rows("group", "Decree frontier/A") == [
+            {"passed": config["passed"], "executed": config["executed"],
+             "executed by a majority": ql1["executed_majority"]}]
+        assert config["recovering"] and rows("group", "Open recoveries/A") == [
+            {"recoveries": len(config["recovering"])}]
+        assert [(r["node"], r["from legislature"], r["new members"]) for r in rows("group", "Open recoveries now/A")] == [
+            (node, leg, ", ".join(new)) for node, leg, new in config["recovering"]]
+        replicas = rows("group", "Quorum-log replicas now/A")
+        members = [m["id"] for m in config["members"]]
+        assert [r["node"] for r in replicas][:len(members)] == members  # in the legislature's order
+        assert {r["node"] for r in replicas} == set(ql1["nodes"])
+        for r in replicas:
+            n = ql1["nodes"][r["node"]]
+            assert r["position"] == (members.index(r["node"]) + 1 if r["node"] in members else None)
+            assert r["leader"] == ("leader" if {"id": r["node"], "leader": True} in config["members"] else "")
+            assert (r["legislature"], r["watermark"], r["executed"], r["believes leader"]) == (
+                n["legislature"], n["watermark"], n["executed"], n["leader"])
+        steps = [r["legislature"] for r in rows("group", "Legislature over time/A")]
+        assert steps == sorted(steps) and steps[-1] == config["legislature"] and len(set(steps)) > 1
+        configs = rows("group", "Configurations now/A")
+        assert [(r["family"], r["role"], r["version"]) for r in configs] == [("qlog", "legislature", config["legislature"])]
+        assert configs[0]["members"] == ", ".join(m["id"] + (" (leader)" if m["leader"] else "") for m in config["members"])
+        assert json.loads(configs[0]["configuration"]) == config
+        # ql2's wedge resolved: a leader again.
+        assert any(m["leader"] for m in states["ql2"]["config"]["members"])
+
+        fleet = {r["group"]: r for r in rows("fleet", "Quorum logs now/A")}
+        assert set(fleet) == set(states)
+        for g, r in fleet.items():
+            c = states[g]["config"]
+            assert (r["legislature"], r["members"], r["passed"], r["executed"], r["open recoveries"]) == (
+                c["legislature"], len(c["members"]), c["passed"], c["executed"], len(c["recovering"]))
+            assert r["leader"] == (", ".join(m["id"] for m in c["members"] if m["leader"]) or None)
+        assert fleet["ql1"]["health"] == "warning"  # QLOG_RECOVER_STUCK is a warning wedge, open
+        assert rows("fleet", "Groups/A") == [{"groups": 3, "xcom": 0, "gen": 0, "qlog": 3}]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,8 @@ import pytest
 from replimon.replay.run import plan
 from replimon.replay.window import ReplayError
 from replimon.streaming.replay import replay
-from tests.support import publish, settings_for, simulate
+from tests.support import settings_for, simulate
+from tests.support.replays import Base, alert_rows, live_run
 
 pytestmark = [pytest.mark.broker, pytest.mark.postgres, pytest.mark.timeout(900)]
 
@@ -32,45 +32,11 @@ FAULTS = ("beyond_horizon:g1@95s", "horizon_wedge:g2@100s", "node_silent:g3@110s
 FROM_S, TO_S = 90, 160  # the window, in seconds of the trace: past the 60 s checkpoints
 
 
-@dataclass
-class Base:
-    settings: Any
-    events: list[dict[str, Any]]
-    start_ms: int
-    run_id: str
-
-    def at(self, seconds: int) -> int:
-        return self.start_ms + seconds * 1000
-
-
-def alert_rows(dsn: str, run_id: str, lo: int, hi: int) -> list[tuple[Any, ...]]:
-    """A run's alerts with event times in [lo, hi): what must agree between runs."""
-    with psycopg.connect(dsn) as conn:
-        return sorted(conn.execute(
-            "SELECT alert_id, status, group_id, kind, severity, instance, node, event_ts, message, evidence"
-            " FROM alerts WHERE run_id = %s AND event_ts >= to_timestamp(%s / 1000.0)"
-            " AND event_ts < to_timestamp(%s / 1000.0)", (run_id, lo, hi)).fetchall(), key=str)
-
-
 @pytest.fixture(scope="module")
 def base(spark: Any, broker: Any, postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Base]:
-    from replimon.streaming.processor import REPLAY
-    from replimon.streaming.runner import start_query
-    from replimon.streaming.sinks.postgres import PostgresSink
-
     tmp = tmp_path_factory.mktemp("replay")
     settings = settings_for(broker, postgres, f"rp-{uuid.uuid4().hex[:10]}-", tmp)
-    events = simulate(SECONDS, *FAULTS, groups=5, seed=11)
-    publish(settings, events)
-    run_id = f"base-{uuid.uuid4().hex[:8]}"
-    pg = PostgresSink(settings.postgres.dsn, run_id=run_id)
-    # Many micro-batches (as live), so checkpoint records end at offsets before the window.
-    query = start_query(spark, settings, run_id=run_id, time_mode=REPLAY, available_now=True, pg=pg,
-                        max_offsets=len(events) // 12, checkpoint=tmp / "base-ckpt")
-    query.awaitTermination(600)
-    assert query.exception() is None, query.exception()
-    pg.close()
-    yield Base(settings, events, min(e["ts_ms"] for e in events), run_id)
+    yield live_run(spark, settings, simulate(SECONDS, *FAULTS, groups=5, seed=11), tmp)
 
 
 def test_a_window_from_checkpoint_records_gives_the_runs_alerts(spark: Any, base: Base) -> None:

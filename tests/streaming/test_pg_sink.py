@@ -21,15 +21,15 @@ from typing import Any
 import psycopg
 import pytest
 
-from replimon.core import GroupMonitor, Monitor
+from replimon.core import GroupMonitor
 from replimon.embedded import EmbeddedPostgres
-from replimon.producers import simulator_gen
+from replimon.producers import simulator_gen, simulator_qlog
 from replimon.store.reads import RunReader
 from replimon.store.schema import migrate
-from replimon.store.values import ms_from_ts, ts_from_ms
+from replimon.store.values import ms_from_ts, nonneg, ts_from_ms
 from replimon.streaming.sinks.postgres import PostgresSink
 from tests.support import eventually
-from tests.support.outputs import monitor_outputs
+from tests.support.outputs import monitor_outputs, outputs_of
 
 pytestmark = pytest.mark.postgres
 
@@ -328,61 +328,74 @@ def test_snapshots_produce_group_node_and_timeseries_rows(sink: PostgresSink,
     assert decided == (moved["decided"],) and points == [(1, moved["decided"])]
 
 
-def gen_snapshots() -> list[dict[str, Any]]:
-    """Snapshots of a 120 s two-group generations run with restarts (so generations change),
-    every 10 s of event time and at the end."""
+def family_events(family: str) -> list[dict[str, Any]]:
+    """A 120 s two-group run of ``family`` whose configuration changes: generations with
+    restarts (each a new generation), quorum-log with its leases renewed by Reconf (each a new
+    legislature) and a recovery moving the second group to new hosts."""
     events: list[dict[str, Any]] = []
-    simulator_gen.Simulator(simulator_gen.SimOptions(duration_ms=120_000, groups=2, seed=3,
-                                                     restart_every_s=20), [], events.append).run()
-    monitor, snaps, next_snap = Monitor(), [], events[0]["ts_ms"] + 10_000
-    for ev in events:
-        monitor.process(ev)
-        if ev["ts_ms"] >= next_snap:
-            snaps += [g.snapshot() for g in monitor.groups.values()]
-            next_snap += 10_000
-    monitor.finish()
-    return snaps + [g.snapshot() for g in monitor.groups.values()]
+    if family == "gen":
+        simulator_gen.Simulator(simulator_gen.SimOptions(duration_ms=120_000, groups=2, seed=3,
+                                                         restart_every_s=20), [], events.append).run()
+    else:
+        simulator_qlog.Simulator(simulator_qlog.SimOptions(duration_ms=120_000, groups=2, seed=3),
+                                 [simulator_qlog.parse_injection("qlog_recover_stuck_near_miss:ql2@20s")],
+                                 events.append).run()
+    return events
 
 
-GEN_NODE_FIELDS = {"gen", "node_status", "last_online_in", "last_vote"}
+# family -> the node fields beyond every family's (node_state.family_state)
+FAMILY_NODE_FIELDS = {"gen": {"gen", "node_status", "last_online_in", "last_vote"},
+                      "qlog": {"executed", "legislature", "watermark", "leader"}}
 
 
-def test_a_generations_group_has_its_own_rows_and_no_xcom_values(sink: PostgresSink) -> None:
-    """docs/postgres.md, "Tables": the family-neutral columns hold the generations' values, XCom's
+@pytest.mark.parametrize("family", sorted(FAMILY_NODE_FIELDS))
+def test_a_group_of_another_family_has_its_own_rows_and_no_xcom_values(sink: PostgresSink,
+                                                                      family: str) -> None:
+    """docs/postgres.md, "Tables": the family-neutral columns hold the family's values, XCom's
     flattened columns are NULL (not an XCom group without a configuration: no pending [] or 0),
-    and each generation is one step of config_version."""
-    snaps = gen_snapshots()
+    the frontiers are the family's own (none for generations; quorum-log: decided, executed by a
+    majority, each node's executed) and each configuration change (a generation, a legislature)
+    is one step of config_version."""
+    snaps = outputs_of(family_events(family))[1]
     last = {s["group"]: s for s in snaps}
-    assert all(s["family"] == "gen" and s["config"] for s in last.values())
+    assert all(s["family"] == family and s["config"] for s in last.values())
     assert sink.write_batch(0, alerts=[], snapshots=snaps, dead_letters=[], metrics=None)
     before = contents(sink.dsn, sink.run_id)
     assert not sink.write_batch(0, alerts=[], snapshots=snaps, dead_letters=[], metrics=None)
     assert contents(sink.dsn, sink.run_id) == before  # a replayed batch changes nothing
     with psycopg.connect(sink.dsn) as conn:
         groups = conn.execute(
-            "SELECT group_id, family, config, decided, active_start, active_event_horizon, members,"
-            " pending, effective_horizon, executed_majority, window_use, window_fraction"
+            "SELECT group_id, family, config, decided, executed_majority, active_start,"
+            " active_event_horizon, members, pending, effective_horizon, window_use, window_fraction"
             " FROM group_state WHERE run_id = %s ORDER BY group_id", (sink.run_id,)).fetchall()
         nodes = conn.execute(
             "SELECT group_id, node_id, member, status, executed, decided, protocol,"
             " effective_horizon, family_state FROM node_state WHERE run_id = %s"
             " ORDER BY group_id, node_id", (sink.run_id,)).fetchall()
         series = conn.execute(
-            "SELECT group_id, ts, config_version, members, pending, decided, effective_horizon,"
-            " event_horizon, window_use, active_start, active_config, pending_configs"
+            "SELECT group_id, ts, config_version, members, decided, executed_majority, pending,"
+            " effective_horizon, event_horizon, window_use, active_start, active_config, pending_configs"
             " FROM group_timeseries WHERE run_id = %s ORDER BY group_id, ts", (sink.run_id,)).fetchall()
-    assert groups == [(g, "gen", s["config"], *[None] * 9) for g, s in sorted(last.items())]
+    fields = FAMILY_NODE_FIELDS[family]
+    assert groups == [(g, family, s["config"], nonneg(s.get("decided")), s.get("executed_majority"), *[None] * 7)
+                      for g, s in sorted(last.items())]
     assert nodes == [
-        (g, n, x["member"], x["status"], None, None, None, None, {k: x[k] for k in GEN_NODE_FIELDS})
+        (g, n, x["member"], x["status"], x.get("executed"), None, None, None, {k: x[k] for k in fields})
         for g, s in sorted(last.items()) for n, x in sorted(s["nodes"].items())]
-    assert all(fs["gen"] is not None and fs["node_status"] for *_, fs in nodes)
     points = {(s["group"], ts_from_ms(s["clock_ms"])): s for s in snaps}
-    assert series == [(g, ts, s["config_version"], len(s["config"]["members"]), *[None] * 8)
+    assert series == [(g, ts, s["config_version"], len(s["config"]["members"]), nonneg(s.get("decided")),
+                       s.get("executed_majority"), *[None] * 7)
                       for (g, ts), s in sorted(points.items())]
-    # Restarts moved the generations on: config_version steps up on the timeline.
+    # The configurations moved on: config_version steps up on the timeline.
     for g in last:
         versions = [v for group, _ts, v, *_ in series if group == g]
         assert len(set(versions)) > 2 and versions == sorted(versions), (g, versions)
+    if family == "qlog":  # a quorum-log group has frontiers, and a legislature with a leader
+        assert all(s["decided"] > 0 and s["executed_majority"] for s in last.values())
+        assert all(fs["legislature"] is not None and fs["watermark"] for *_, fs in nodes)
+        assert all(any(m["leader"] for m in s["config"]["members"]) for s in last.values())
+    else:
+        assert all(fs["gen"] is not None and fs["node_status"] for *_, fs in nodes)
 
 
 def test_snapshots_with_no_map_or_no_horizon_yet_are_stored(sink: PostgresSink,

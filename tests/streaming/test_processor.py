@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from replimon.core import Monitor
+from replimon.core import GroupMonitor, Monitor
 from replimon.core.limits import Limits
 from replimon.producers.simulator import SimOptions, Simulator, parse_injection
 from replimon.streaming.processor import (
@@ -354,19 +354,59 @@ def test_one_node_ten_years_ahead_live_and_replayed_is_one_clock_skew(mode: str)
     assert max(a["event_ts_ms"] for a in skewed) < end + 60_000
 
 
-def test_an_event_of_another_family_is_a_dead_letter_with_checks_reason() -> None:
-    """gen events into the XCom group g1: each is left out, FAMILY_CONFLICT is raised once (as the
-    core does), and each becomes a dead letter where it was read with the reason ``replimon
-    check`` gives, its event re-encoded as the publisher sent it; a retried batch gives the same."""
-    from replimon.producers.publisher import encode_event
-    from replimon.producers.simulator_gen import SimOptions as GenOptions
-    from replimon.producers.simulator_gen import Simulator as GenSimulator
+def family_events(family: str, seconds: int, group: str, seed: int, *faults: str) -> list[dict[str, Any]]:
+    """A one-group run of ``family``'s simulator (faults named as its catalogue names them),
+    the group renamed ``group``."""
+    from replimon.producers import simulator_gen, simulator_qlog
 
-    xcom = simulate(20, groups=1, seed=2)
-    gen: list[dict[str, Any]] = []
-    GenSimulator(GenOptions(groups=1, nodes=3, seed=3, duration_ms=5_000), [], gen.append).run()
-    shift = xcom[60]["ts_ms"] - gen[0]["ts_ms"]
-    mixed = sorted(xcom + [{**e, "group": "g1", "ts_ms": e["ts_ms"] + shift} for e in gen[:8]],
+    if family == "xcom":
+        events = simulate(seconds, *faults, groups=1, seed=seed)
+    else:
+        sim = {"gen": simulator_gen, "qlog": simulator_qlog}[family]
+        events = []
+        sim.Simulator(sim.SimOptions(groups=1, nodes=3, seed=seed, duration_ms=seconds * 1000),
+                      [sim.parse_injection(f) for f in faults], events.append).run()
+    return [{**e, "group": group} for e in events]
+
+
+def test_a_quorum_log_group_goes_through_the_state_as_it_does_in_the_core() -> None:
+    """A qlog group's state line carries family "qlog"; its alerts through the processor are
+    the core's, the wedge QLOG_NO_LEADER included (fired by the bucket's timer), and the state
+    kept between batches loads back as a qlog group (docs/streaming.md, "State")."""
+    events = family_events("qlog", 60, "ql1", 2, "qlog_no_leader:ql1@10s")
+    expected = {(a.alert_id, a.status) for a in Monitor().run(events)}
+    tester = TwsTester(row_processor(Limits(), LIVE, BUCKETS), timeMode="ProcessingTime")
+    rows = drive(tester, events, tail_ms=5_000)
+    assert alert_keys(rows) == expected
+    kinds = {json.loads(r.payload)["kind"] for r in rows if r.out == "alert"}
+    assert {"QLOG_NO_LEADER", "QLOG_RECONFIGURED"} <= kinds
+    states = [json.loads(r.payload) for r in rows if r.out == "state"]
+    assert states and {(s["group"], s["family"]) for s in states} == {("ql1", "qlog")}
+    assert states[-1]["config"]["legislature"] == states[-1]["config_version"] >= 1
+    kept = tester.peekValueState(STATE_NAME, bucket_of("ql1", BUCKETS))
+    assert kept is not None
+    line = parse_groups(kept[0])["ql1"]
+    assert line[3] == "qlog"
+    back = GroupMonitor.from_state(json.loads(line[0]))
+    assert back.family.name == "qlog" and back.snapshot()["config"] == states[-1]["config"]
+
+
+# (the group's family, the intruder's): each family's events into a group of each other one
+CONFLICTS = [("xcom", "gen"), ("xcom", "qlog"), ("gen", "qlog"), ("qlog", "gen"), ("qlog", "xcom")]
+
+
+@pytest.mark.parametrize(("own", "other"), CONFLICTS, ids=[f"{a}-{b}" for a, b in CONFLICTS])
+def test_an_event_of_another_family_is_a_dead_letter_with_checks_reason(own: str, other: str) -> None:
+    """``other``'s events into a group of family ``own``: each is left out, FAMILY_CONFLICT is
+    raised once (as the core does), and each becomes a dead letter where it was read with the
+    reason ``replimon check`` gives, its event re-encoded as the publisher sent it; a retried
+    batch gives the same."""
+    from replimon.producers.publisher import encode_event
+
+    mine = family_events(own, 20, "g1", 2)
+    theirs = family_events(other, 5, "g1", 3)
+    shift = mine[60]["ts_ms"] - theirs[0]["ts_ms"]
+    mixed = sorted(mine + [{**e, "ts_ms": e["ts_ms"] + shift} for e in theirs[:8]],
                    key=lambda e: e["ts_ms"])
     check = Monitor()
     reasons: dict[int, str] = {}
@@ -375,7 +415,7 @@ def test_an_event_of_another_family_is_a_dead_letter_with_checks_reason() -> Non
         if (reason := check.conflict(ev)) is not None:
             reasons[i] = reason
         expected |= {(a.alert_id, a.status) for a in check.process(ev)}
-    assert len(reasons) == 8 and set(reasons.values()) == {"family conflict: group g1 is xcom"}
+    assert len(reasons) == 8 and set(reasons.values()) == {f"family conflict: group g1 is {own}"}
 
     tester = TwsTester(row_processor(Limits(), LIVE, BUCKETS), timeMode="ProcessingTime")
     rows = drive(tester, mixed)

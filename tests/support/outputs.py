@@ -18,12 +18,10 @@ from replimon.store.writes import INSERT_ALERT, alert_row
 SNAPSHOT_EVERY_MS = 10_000
 
 
-def monitor_outputs() -> dict[str, Any]:
-    """``{"events", "alerts", "snapshots"}``: the events (in order), the alert payloads in emission
-    order (``Alert.to_dict``) and the snapshots (``GroupMonitor.snapshot()``) in the order taken."""
-    events: list[dict[str, Any]] = []
-    faults = [parse_injection("beyond_horizon:g1@20s"), parse_injection("node_silent:g2@30s")]
-    Simulator(SimOptions(groups=2, duration_ms=60_000), faults, events.append).run()
+def outputs_of(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The alert payloads (``Alert.to_dict``, in emission order) and the snapshots (every group's
+    every ``SNAPSHOT_EVERY_MS`` of event time and at the end, in the order taken) of a monitor
+    run over ``events`` (in order)."""
     monitor = Monitor()
     alerts: list[dict[str, Any]] = []
     snapshots: list[dict[str, Any]] = []
@@ -35,6 +33,16 @@ def monitor_outputs() -> dict[str, Any]:
             next_snap += SNAPSHOT_EVERY_MS
     alerts.extend(a.to_dict() for a in monitor.finish())
     snapshots.extend(g.snapshot() for g in monitor.groups.values())
+    return alerts, snapshots
+
+
+def monitor_outputs() -> dict[str, Any]:
+    """``{"events", "alerts", "snapshots"}``: the events (in order), the alert payloads in emission
+    order (``Alert.to_dict``) and the snapshots (``GroupMonitor.snapshot()``) in the order taken."""
+    events: list[dict[str, Any]] = []
+    faults = [parse_injection("beyond_horizon:g1@20s"), parse_injection("node_silent:g2@30s")]
+    Simulator(SimOptions(groups=2, duration_ms=60_000), faults, events.append).run()
+    alerts, snapshots = outputs_of(events)
     kinds = {(a["kind"], a["status"]) for a in alerts}
     assert {("BEYOND_HORIZON", "firing"), ("NODE_SILENT", "firing"),
             ("NODE_SILENT", "resolved")} <= kinds
