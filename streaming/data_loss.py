@@ -35,7 +35,7 @@ from typing import Any
 from replimon.core import GroupMonitor
 from replimon.core.alerts import FIRING, RESOLVED, Alert, alert_id
 from replimon.streaming.rows import unpack
-from replimon.streaming.sources.kafka.markers import TRUNCATED
+from replimon.streaming.sources.kafka.markers import RECREATED, TRUNCATED
 
 LOSS_KEY = "#data-loss"  # never a group id (contract ids are [A-Za-z0-9._:-])
 KIND = "DATA_LOST"
@@ -47,6 +47,10 @@ def describe(loss: dict[str, Any]) -> str:
         return (f"{loss['topic']}-{loss['partition']} lost offsets {loss['from']}.."
                 f"{loss['to'] - 1} (deleted before they were read: retention or deleted records; "
                 f"read on from {loss['earliest']})")
+    if loss.get("cause") == RECREATED:
+        return (f"{loss['topic']}-{loss['partition']} is a new log already past offset "
+                f"{loss['from']} (offsets {loss['from']}.. of the old log were never read; the "
+                f"new log is read from {loss['earliest']})")
     return (f"{loss['topic']}-{loss['partition']} moved back from offset {loss['from']} to "
             f"{loss['to']} (offsets {loss['from']}.. of the old log were never read; the new log "
             f"is read from {loss['earliest']})")

@@ -53,7 +53,7 @@ def dump(ctx: Context, live: Liveness, family: FamilyRules, next_eval: int) -> d
     }
     if family.name != XCOM:
         out["family"] = family.name
-    return family.dump(out)
+    return live.save(family.dump(out))
 
 
 def load(d: dict[str, Any], ctx: Context, live: Liveness, family: FamilyRules) -> int:
@@ -69,6 +69,7 @@ def load(d: dict[str, Any], ctx: Context, live: Liveness, family: FamilyRules) -
     live.lag_since = dict(d["lag_since"])
     live.quorum = (d["quorum"][0], d["quorum"][1])
     live.episodes = dict(d["episodes"])
+    live.restore(d)
     family.load(d)
     next_eval: int = d["next_eval"]
     return next_eval

@@ -238,6 +238,7 @@ def _processor(ctx: Context, live: Liveness, family: FamilyRules) -> Handler:
         newer = ev["ts_ms"] > ns.last_ts
         if newer:
             ns.last_ts = ev["ts_ms"]
+        live.note(node, ns.last_ts)  # NODE_SILENT's time a node was heard (liveness.py)
         ns.last_ev, ns.last_src = ev, src
         if ctx.open:
             heard(node, newer, ev, src)

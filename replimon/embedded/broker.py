@@ -30,7 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from replimon.embedded.processes import die_with_parent, free_port
 
-HOST = "127.0.0.1"
+HOST = "127.0.0.1"  # where every embedded server listens (and a proxy in front of one would)
 # Environment variables Tansu reads that would change its behaviour behind our back.
 _TANSU_ENV = ("CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE",
               "SCHEMA_REGISTRY", "OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -74,9 +74,14 @@ class EmbeddedBroker:
     """
 
     def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, port: int | None = None,
-                 startup_timeout: float = 30.0) -> None:
+                 advertised_port: int | None = None, startup_timeout: float = 30.0) -> None:
+        """``port``: the port to listen on (default: a free one). ``advertised_port``: the port
+        on ``HOST`` the broker tells clients to connect to, and `bootstrap_servers` (default:
+        its own): a proxy in front of the broker (a test cutting the connections) advertises
+        its own, so that every client goes through it."""
         self._given_dir = Path(data_dir) if data_dir is not None else None
         self._fixed_port = port
+        self._advertised_port = advertised_port
         self._startup_timeout = startup_timeout
         self._dir: Path | None = None
         self._port: int | None = None
@@ -114,11 +119,12 @@ class EmbeddedBroker:
     def _launch(self, binary: str, port: int) -> None:
         assert self._dir is not None
         url = f"tcp://{HOST}:{port}"
+        advertised = f"tcp://{HOST}:{self._advertised_port or port}"
         env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
         env["NO_COLOR"] = "1"  # plain text log
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                die_with_parent([binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+                die_with_parent([binary, "broker", "--listener-url", url, "--advertised-listener-url", advertised,
                                  "--storage-engine", "memory://tansu/"], "TERM"),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 cwd=self._dir,  # Tansu may read a .env file from its working directory
@@ -189,10 +195,16 @@ class EmbeddedBroker:
 
     @property
     def bootstrap_servers(self) -> str:
-        """``"127.0.0.1:PORT"``; only valid while running."""
+        """``"127.0.0.1:PORT"`` (the advertised port, if one was given); only valid while
+        running."""
+        return f"{HOST}:{self._advertised_port or self.port}"
+
+    @property
+    def port(self) -> int:
+        """The port the broker itself listens on; only valid while running."""
         if self._port is None:
             raise RuntimeError("broker is not running")
-        return f"{HOST}:{self._port}"
+        return self._port
 
     def exit_status(self) -> int | None:
         """The broker process's exit status if it died on its own (crash, kill, OOM), None while it

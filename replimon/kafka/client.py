@@ -42,6 +42,7 @@ own answer: nothing here depends on the quirks.
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Callable, Collection, Generator, Mapping, Sequence
 from typing import Any
 
@@ -61,7 +62,7 @@ from replimon.kafka.consumers import (
 )
 from replimon.kafka.offsets import TP
 from replimon.kafka.outage import BrokerWatch
-from replimon.kafka.reading import Gap, RecordsUnavailable, Span, read_ranges
+from replimon.kafka.reading import Gap, Jump, RecordsUnavailable, Span, read_ranges
 
 INF = 2**63 - 1  # the "timestamp" of an offset with no record before the end (probes)
 PROBE_KEEP = 1024  # records a timestamp probe keeps per partition from what it fetched
@@ -73,6 +74,18 @@ PROBE_KEEP = 1024  # records a timestamp probe keeps per partition from what it 
 # records but made rounds slower (15-57 ms).
 _PROBE_FETCH = {"max.partition.fetch.bytes": 1, "queued.min.messages": 1,
                 "fetch.queue.backoff.ms": 1, "fetch.wait.max.ms": 1}
+
+# A record's fingerprint: (offset, timestamp, CRC-32 of its key and value). Two logs of one
+# partition that hold different records at an offset differ there (docs/operations.md, "Data
+# loss on the input": a re-created log already past the offset the job had read).
+Print = tuple[int, int, int]
+
+
+def fingerprint(msg: Any) -> Print:
+    """The fingerprint of a confluent-kafka message."""
+    crc = zlib.crc32(msg.value() or b"", zlib.crc32(msg.key() or b""))
+    return (msg.offset(), msg.timestamp()[1], crc)
+
 
 # The partitions wanted: a test of a topic-partition, or topic names (one name: a str).
 Selection = Callable[[TP], bool] | Collection[str]
@@ -97,6 +110,8 @@ class KafkaClient:
         self._admin: AdminClient | None = None
         self._consumer: Consumer | None = None
         self._prober: Consumer | None = None
+        # The last record of each partition `true_ends` read (what `prints_at` compares later).
+        self.last_prints: dict[TP, Print] = {}
 
     @property
     def isolation_level(self) -> str:
@@ -247,6 +262,8 @@ class KafkaClient:
         reported end until PARTITION_EOF (module docstring)."""
         ends: dict[TP, int] = {}
         starts: dict[TP, int] = {}
+        prints: dict[TP, Print] = {}
+        self.last_prints = prints
         for tp, (low, high) in marks.items():
             if high <= low:  # empty; a non-empty partition always reports > low
                 ends[tp] = max(low, high)
@@ -258,6 +275,8 @@ class KafkaClient:
         def on_record(tp: TP, off: int, err: Any, msg: Any) -> bool:
             if err is None:
                 ends[tp] = max(ends.get(tp, starts[tp]), off + 1)
+                if off >= prints.get(tp, (-1,))[0]:
+                    prints[tp] = fingerprint(msg)
                 return False
             if err.code() == KafkaError._PARTITION_EOF:
                 if off < starts[tp]:
@@ -281,6 +300,38 @@ class KafkaClient:
 
         self._read_until(starts, on_record, "no end of partition reached", on_idle)
         return ends
+
+    def prints_at(self, wanted: Mapping[TP, int]) -> dict[TP, Print | None]:
+        """The fingerprint of the record at each wanted offset (one fetch round for all), None
+        where the partition holds no record there now (deleted, past its end, a hole)."""
+        out: dict[TP, Print | None] = {tp: None for tp in wanted}
+        if not wanted:
+            return out
+
+        def on_record(tp: TP, off: int, err: Any, msg: Any) -> bool:
+            if err is None:
+                if off < wanted[tp]:
+                    return False
+                if off == wanted[tp]:
+                    out[tp] = fingerprint(msg)
+                return True
+            if err.code() == KafkaError._PARTITION_EOF:
+                # At or past the offset: nothing there. Below it: an older assignment's (a
+                # partition that really ends below is found by ``on_idle``).
+                return off >= wanted[tp]
+            if err.code() in OUT_OF_RANGE:
+                return True
+            check_error(err)
+            return False
+
+        def on_idle(pending: set[TP]) -> None:  # past the end on the embedded broker (true_ends)
+            for tp in sorted(pending):
+                high = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)[1]
+                if 0 <= high <= wanted[tp]:
+                    pending.discard(tp)
+
+        self._read_until(dict(wanted), on_record, "no record read", on_idle)
+        return out
 
     def timestamp_offsets(self, wanted: Mapping[TP, int], marks: Mapping[TP, tuple[int, int]],
                           ends: Mapping[TP, int]) -> dict[TP, int | None]:
@@ -403,17 +454,20 @@ class KafkaClient:
 
     def read(self, spans: Mapping[TP, Span], *, on_gap: Gap | None = None,
              reset: str = "error", chunk: int = 10_000,
-             watch: BrokerWatch | None = None) -> Generator[list[Any], None, None]:
+             watch: BrokerWatch | None = None,
+             on_jump: Jump | None = None) -> Generator[list[Any], None, None]:
         """The records of ``spans`` (``{(topic, partition): (from, until)}``, until None: to the
         true end; from may be ``BEGINNING``) as lists of confluent-kafka messages, in offset
         order per partition (``reading.py`` says what is guaranteed and what goes to
         ``on_gap``). A consumer of its own, closed when the iteration ends; ``reset``: its
         ``auto.offset.reset`` ("error": a start that is gone is a gap; "earliest": read on
-        from the oldest record held); ``watch``: wait out a broker outage (``outage.py``)."""
+        from the oldest record held); ``watch``: wait out a broker outage (``outage.py``);
+        ``on_jump``: offsets skipped on the way (``reading.py``)."""
         consumer = Consumer(consumer_config(self.config, reset=reset, reader=True))
         try:
             yield from read_ranges(consumer, spans, timeout_s=self.timeout_s, on_gap=on_gap,
-                                   chunk=chunk, timeout_hint=self.timeout_hint, watch=watch)
+                                   chunk=chunk, timeout_hint=self.timeout_hint, watch=watch,
+                                   on_jump=on_jump)
         finally:
             consumer.close()
 

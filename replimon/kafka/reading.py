@@ -14,6 +14,10 @@ sample, the replay's checkpoint records and the tests all read through it (by wa
   the broker's silence past the end, below) or whose offset is out of range goes to ``on_gap``
   (default: raise `RecordsUnavailable`); a read that makes no progress for ``timeout_s`` raises
   TimeoutError;
+* a record above the next offset wanted (offsets skipped: records deleted while the read went on,
+  which a consumer with ``auto.offset.reset=earliest`` passes over, but also the holes of a
+  compacted or transactional partition) goes to ``on_jump`` with the skipped range, when given:
+  only the caller can tell a deletion from a hole (it asks where the partition starts now);
 * with a ``watch`` (`replimon.kafka.outage.BrokerWatch`), time during which no broker answers
   does not count against ``timeout_s``: the read waits for the broker (librdkafka reconnects by
   itself) and goes on where it stood, with one line when the broker is lost and one when back.
@@ -39,6 +43,7 @@ from replimon.kafka.outage import BrokerWatch
 BEGINNING = OFFSET_BEGINNING  # a range's start: the oldest record the partition still holds
 Span = tuple[int, int | None]  # from (inclusive, or BEGINNING), until (exclusive; None: the end)
 Gap = Callable[[TP, str], None]  # on_gap(partition, what could not be read)
+Jump = Callable[[TP, int, int], None]  # on_jump(partition, [first, upto) skipped)
 _OPEN = 2**63 - 1  # the `until` of a range read to the end
 
 
@@ -53,11 +58,12 @@ def _raise(_tp: TP, message: str) -> None:
 
 def read_ranges(consumer: Any, spans: Mapping[TP, Span], *, timeout_s: float,
                 on_gap: Gap | None = None, chunk: int = 10_000, timeout_hint: str = "",
-                watch: BrokerWatch | None = None) -> Iterator[list[Any]]:
+                watch: BrokerWatch | None = None,
+                on_jump: Jump | None = None) -> Iterator[list[Any]]:
     """The records of ``spans`` (module docstring) as lists of confluent-kafka messages (no
     error events), read with ``consumer`` (assigned here, left assigned). ``chunk``: at most
     this many messages a consume call; ``timeout_hint`` ends the timeout's message; ``watch``:
-    waits out a broker outage (module docstring)."""
+    waits out a broker outage; ``on_jump``: offsets skipped (module docstring)."""
     report = on_gap or _raise
     # tp -> [next offset wanted, until]: mutated in place, one lookup a record.
     pending = {tp: [start, _OPEN if until is None else until]
@@ -103,6 +109,8 @@ def read_ranges(consumer: Any, spans: Mapping[TP, Span], *, timeout_s: float,
             off = msg.offset()
             if off < state[0]:
                 continue
+            if off > state[0] and on_jump is not None and state[0] >= 0:
+                on_jump(tp, state[0], min(off, state[1]))
             if off >= state[1]:
                 del pending[tp]
                 continue

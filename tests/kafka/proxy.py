@@ -12,15 +12,13 @@ moment a micro-batch's task starts reading.
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import struct
-import subprocess
 import threading
 
 from replimon.embedded import EmbeddedBroker
-from replimon.embedded.broker import _TANSU_ENV, HOST
-from replimon.embedded.processes import die_with_parent, free_port
+from replimon.embedded.broker import HOST
+from replimon.embedded.processes import free_port
 
 FETCH = 1  # Kafka's api key of Fetch
 
@@ -68,7 +66,8 @@ class Proxy:
             except OSError:
                 return  # cut
             try:
-                assert self.target is not None
+                if self.target is None:  # the broker is not started yet
+                    raise OSError("no broker behind the proxy")
                 upstream = socket.create_connection((HOST, self.target), 5)
             except OSError:
                 client.close()
@@ -126,30 +125,18 @@ def _exactly(sock: socket.socket, n: int) -> bytes:
 
 
 class ProxiedBroker(EmbeddedBroker):
-    """The embedded broker behind a `Proxy`: ``bootstrap_servers`` and the advertised listener
-    are the proxy's. `cut`/`restore` are the outage."""
+    """The embedded broker behind a `Proxy`: it advertises the proxy's port, so
+    ``bootstrap_servers`` and every broker address clients are told are the proxy's.
+    `cut`/`restore` are the outage."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self.proxy = Proxy().start()
+        proxy = Proxy().start()
+        super().__init__(advertised_port=proxy.port)
+        self.proxy = proxy
 
     def _launch(self, binary: str, port: int) -> None:
-        assert self._dir is not None
-        self.proxy.target = port
-        env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
-        env["NO_COLOR"] = "1"
-        with open(self.log_path, "ab") as log:
-            self._proc = subprocess.Popen(
-                die_with_parent([binary, "broker", "--listener-url", f"tcp://{HOST}:{port}",
-                                 "--advertised-listener-url", f"tcp://{HOST}:{self.proxy.port}",
-                                 "--storage-engine", "memory://tansu/"], "TERM"),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self._dir,
-                env=env, start_new_session=True)
-
-    @property
-    def bootstrap_servers(self) -> str:
-        super().bootstrap_servers  # noqa: B018 (raises when not running)
-        return f"{HOST}:{self.proxy.port}"
+        self.proxy.target = port  # before the broker's readiness check, which may go through it
+        super()._launch(binary, port)
 
     def cut(self) -> None:
         self.proxy.cut()

@@ -109,3 +109,20 @@ def test_timestamp_lookups_and_probes(broker: EmbeddedBroker, topic_prefix: str)
         assert [off for off, _ in probed[tp0]] == sorted({off for off, _ in probed[tp0]})
         assert probed[tp1] == [(49, BASE + 990)]  # the last record: nothing after it
     assert len(sent) == 100 and tps == [tp0, tp1]
+
+
+def test_record_fingerprints(broker: EmbeddedBroker, topic_prefix: str) -> None:
+    """true_ends remembers the last record of each partition; prints_at reads the record at an
+    offset again (None where there is none): what tells a re-created log from the old one."""
+    topic = topic_prefix + "prints"
+    topic_with(broker, topic, 2, 40)
+    with client_for(broker) as client:
+        tps = client.topic_partitions([topic])
+        ends = client.true_ends(client.watermarks(tps))
+        last = client.last_prints
+        assert sorted(last) == tps and all(last[tp][0] == ends[tp] - 1 for tp in tps)
+        again = client.prints_at({tp: ends[tp] - 1 for tp in tps})
+        assert again == last
+        other = client.prints_at({(topic, 0): 3, (topic, 1): ends[(topic, 1)] + 5})
+        assert other[(topic, 0)] is not None and other[(topic, 0)][0] == 3
+        assert other[(topic, 0)] != last[(topic, 0)] and other[(topic, 1)] is None

@@ -26,6 +26,7 @@ from replimon.store.values import payload_status
 from replimon.streaming.sources.kafka import reader as source
 from replimon.streaming.sources.kafka.options import parse_options
 from tests.support import eventually, job_config, publish
+from tests.support.running_job import running_job
 
 TP = ("replica.decisions", 0)
 
@@ -125,15 +126,6 @@ def _alerts_in_pg(dsn: str, run_id: str) -> set[tuple[str, str]]:
             "SELECT alert_id, status FROM alerts WHERE run_id = %s", (run_id,)).fetchall()}
 
 
-def _stop(query: Any, pg: Any, broker: EmbeddedBroker) -> None:
-    if query is not None:
-        query.stop()
-        query.awaitTermination(60)
-    if pg is not None:
-        pg.close()
-    broker.stop()
-
-
 @pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.postgres
@@ -148,13 +140,8 @@ def test_job_rides_out_a_broker_restarted_without_its_data(spark: Any, postgres:
     alerts of the events after the loss alone: both faults, nothing the stale state made up.
     (The source's lines, lost/back and one per moved partition, come from Spark's Python source
     process, whose stderr pytest shows but a fixture cannot read: the test above pins them.)"""
-    from replimon.streaming.runner import start_query
-    from replimon.streaming.sinks.postgres import PostgresSink
-
     port = free_port()
     broker = EmbeddedBroker(port=port).start()
-    query = None
-    pg = None
     try:
         # No data-quality sink: it would flag the events stamped ahead of the clock (below); the
         # clock-skew bound raised to match.
@@ -170,57 +157,56 @@ def test_job_rides_out_a_broker_restarted_without_its_data(spark: Any, postgres:
                   events.append).run()
         before = [e for e in events if e["ts_ms"] < start_ms + 20_000]
         after = [e for e in events if e["ts_ms"] >= start_ms + 30_000]
-        batches: list[Any] = []
-        pg = PostgresSink(postgres.dsn, run_id=run_id)
-        query = start_query(spark, settings, run_id=run_id, pg=pg, observers=[batches.append], trigger_s=1.0)
-        publish(settings, before)
-        want_before = {(a.alert_id, a.status) for a in Monitor().run(before)}
+        with running_job(spark, settings, postgres.dsn, run_id) as job:
+            batches, query = job.batches, job.query
+            publish(settings, before)
+            want_before = {(a.alert_id, a.status) for a in Monitor().run(before)}
 
-        def seen() -> set[tuple[str, str]]:
-            return {(a["alert_id"], a["status"]) for b in batches for a in b.alerts}
+            def seen() -> set[tuple[str, str]]:
+                return {(a["alert_id"], a["status"]) for b in batches for a in b.alerts}
 
-        eventually(lambda: want_before <= seen() and len({s["group"] for b in batches for s in b.snapshots}) == 3,
-                   timeout=240, what="the events before the loss processed")
-        broker.stop()
-        time.sleep(15)  # the job finds no broker (planning waits 10 s for metadata)
-        assert query.isActive and query.exception() is None
-        broker = EmbeddedBroker(port=port).start()  # same address, nothing of the old data
-        broker.create_topics(list(settings.kafka.topics.all), settings.kafka.partitions)
+            eventually(lambda: want_before <= seen() and len({s["group"] for b in batches for s in b.snapshots}) == 3,
+                       timeout=240, what="the events before the loss processed")
+            broker.stop()
+            time.sleep(15)  # the job finds no broker (planning waits 10 s for metadata)
+            job.assert_running()
+            broker = EmbeddedBroker(port=port).start()  # same address, nothing of the old data
+            broker.create_topics(list(settings.kafka.topics.all), settings.kafka.partitions)
 
-        def lost() -> list[dict[str, Any]]:
-            return [a for b in batches for a in b.alerts if a["kind"] == "DATA_LOST"]
+            def lost() -> list[dict[str, Any]]:
+                return [a for b in batches for a in b.alerts if a["kind"] == "DATA_LOST"]
 
-        eventually(lambda: len(lost()) == 3, timeout=180, what="DATA_LOST for every group")
-        assert {a["group"] for a in lost()} == {"g1", "g2", "g3"}
-        publish(settings, after)
-        want_after = {(a.alert_id, a.status) for a in Monitor().run(after)}
-        kinds_after = {a.kind for a in Monitor().run(after)}
-        assert {"BEYOND_HORIZON", "DIVERGENT_DECISION", "INCOMPLETE_HISTORY"} <= kinds_after
+            eventually(lambda: len(lost()) == 3, timeout=180, what="DATA_LOST for every group")
+            assert {a["group"] for a in lost()} == {"g1", "g2", "g3"}
+            publish(settings, after)
+            want_after = {(a.alert_id, a.status) for a in Monitor().run(after)}
+            kinds_after = {a.kind for a in Monitor().run(after)}
+            assert {"BEYOND_HORIZON", "DIVERGENT_DECISION", "INCOMPLETE_HISTORY"} <= kinds_after
 
-        def in_pg() -> set[tuple[str, str]]:
-            return _alerts_in_pg(postgres.dsn, run_id)
+            def in_pg() -> set[tuple[str, str]]:
+                return _alerts_in_pg(postgres.dsn, run_id)
 
-        try:
-            eventually(lambda: want_after <= in_pg(), timeout=240, interval=1,
-                       what="check's alerts of the events after the loss in PostgreSQL")
-        except AssertionError as exc:
-            got = {(a["alert_id"], a["status"]): a["kind"] for b in batches for a in b.alerts}
-            raise AssertionError((str(exc), query.exception(), query.status, [b.batch_id for b in batches][-5:],
-                                  sorted(got[k] for k in set(got) - want_before - want_after),
-                                  len(want_after - set(got)), len(want_after - in_pg()))) from exc
-        time.sleep(3)  # a few more batches: anything false would show now
-        cut = {(a["alert_id"], a["status"]) for b in batches for a in b.alerts
-               if a["kind"] == "DATA_LOST" or "cut by data loss" in a["message"]}
-        extra = in_pg() - (want_before | want_after | cut)
-        missing = (want_before | want_after | cut) - in_pg()
-        with psycopg.connect(postgres.dsn) as conn:
-            said = {(r[0], r[1]): r[2:] for r in conn.execute(
-                "SELECT alert_id, status, kind, group_id, event_ts, message FROM alerts WHERE run_id = %s",
-                (run_id,)).fetchall()}
-        assert not extra and not missing, ([said[k] for k in extra], missing, start_ms)
-        assert query.isActive and query.exception() is None
+            try:
+                eventually(lambda: want_after <= in_pg(), timeout=240, interval=1,
+                           what="check's alerts of the events after the loss in PostgreSQL")
+            except AssertionError as exc:
+                got = {(a["alert_id"], a["status"]): a["kind"] for b in batches for a in b.alerts}
+                raise AssertionError((str(exc), query.exception(), query.status, [b.batch_id for b in batches][-5:],
+                                      sorted(got[k] for k in set(got) - want_before - want_after),
+                                      len(want_after - set(got)), len(want_after - in_pg()))) from exc
+            time.sleep(3)  # a few more batches: anything false would show now
+            cut = {(a["alert_id"], a["status"]) for b in batches for a in b.alerts
+                   if a["kind"] == "DATA_LOST" or "cut by data loss" in a["message"]}
+            extra = in_pg() - (want_before | want_after | cut)
+            missing = (want_before | want_after | cut) - in_pg()
+            with psycopg.connect(postgres.dsn) as conn:
+                said = {(r[0], r[1]): r[2:] for r in conn.execute(
+                    "SELECT alert_id, status, kind, group_id, event_ts, message FROM alerts WHERE run_id = %s",
+                    (run_id,)).fetchall()}
+            assert not extra and not missing, ([said[k] for k in extra], missing, start_ms)
+            job.assert_running()
     finally:
-        _stop(query, pg, broker)
+        broker.stop()
 
 
 @pytest.mark.slow
@@ -237,13 +223,9 @@ def test_job_rides_out_a_broker_lost_while_a_batch_reads(spark: Any, postgres: A
     query neither fails nor needs a restart, and PostgreSQL then holds exactly check's alerts
     of the whole input, each alert once through the writer."""
     from replimon.kafka.consumers import READER_ID
-    from replimon.streaming.runner import start_query
-    from replimon.streaming.sinks.postgres import PostgresSink
     from tests.kafka.proxy import ProxiedBroker
 
     broker = ProxiedBroker().start()
-    query = None
-    pg = None
     try:
         # Stamped ahead of the wall clock (the clock-skew bound raised to match): live silences
         # are judged by processing time, and this test is about the input, not a job behind.
@@ -262,32 +244,31 @@ def test_job_rides_out_a_broker_lost_while_a_batch_reads(spark: Any, postgres: A
         notice = Path(tempfile.gettempdir()) / (
             "replimon-kafka-lost-" + hashlib.sha1(broker.bootstrap_servers.encode()).hexdigest()[:12])
         notice.unlink(missing_ok=True)
-        batches: list[Any] = []
-        pg = PostgresSink(postgres.dsn, run_id=run_id)
-        query = start_query(spark, settings, run_id=run_id, pg=pg, observers=[batches.append], trigger_s=1.0)
-        eventually(lambda: batches, timeout=240, what="a first micro-batch")
-        broker.proxy.cut_on_fetch(READER_ID)
-        assert broker.proxy.cut_done.wait(120), "no micro-batch read after the first"
-        cut_at = time.monotonic()
-        done = len(batches)
-        eventually(notice.exists, timeout=60, what="a task saying the broker is lost")
-        time.sleep(max(0.0, 130 - (time.monotonic() - cut_at)))  # past pollTimeoutMs
-        assert query.isActive and query.exception() is None
-        assert len(batches) == done, "a batch ended without its input"
-        assert notice.exists()
-        broker.restore()
+        with running_job(spark, settings, postgres.dsn, run_id) as job:
+            batches = job.batches
+            eventually(lambda: batches, timeout=240, what="a first micro-batch")
+            broker.proxy.cut_on_fetch(READER_ID)
+            assert broker.proxy.cut_done.wait(120), "no micro-batch read after the first"
+            cut_at = time.monotonic()
+            done = len(batches)
+            eventually(notice.exists, timeout=60, what="a task saying the broker is lost")
+            time.sleep(max(0.0, 130 - (time.monotonic() - cut_at)))  # past pollTimeoutMs
+            job.assert_running()
+            assert len(batches) == done, "a batch ended without its input"
+            assert notice.exists()
+            broker.restore()
 
-        def in_pg() -> set[tuple[str, str]]:
-            return _alerts_in_pg(postgres.dsn, run_id)
+            def in_pg() -> set[tuple[str, str]]:
+                return _alerts_in_pg(postgres.dsn, run_id)
 
-        kinds = {a.alert_id: a.kind for a in Monitor().run(events)}
-        eventually(lambda: want <= in_pg(), timeout=300, interval=1,
-                   what=lambda: f"check's alerts in PostgreSQL ({sorted(kinds[i] for i, _ in want - in_pg())} missing)")
-        eventually(lambda: not notice.exists(), timeout=60, what="a task saying the broker is back")
-        time.sleep(3)  # a few more batches: anything false would show now
-        assert in_pg() == want
-        seen = [(a["alert_id"], a["status"]) for b in batches for a in b.alerts]
-        assert len(seen) == len(set(seen)), "an alert went out twice"
-        assert query.isActive and query.exception() is None
+            kinds = {a.alert_id: a.kind for a in Monitor().run(events)}
+            eventually(lambda: want <= in_pg(), timeout=300, interval=1,
+                       what=lambda: f"check's alerts in PostgreSQL ({sorted(kinds[i] for i, _ in want - in_pg())} missing)")
+            eventually(lambda: not notice.exists(), timeout=60, what="a task saying the broker is back")
+            time.sleep(3)  # a few more batches: anything false would show now
+            assert in_pg() == want
+            seen = [(a["alert_id"], a["status"]) for b in batches for a in b.alerts]
+            assert len(seen) == len(set(seen)), "an alert went out twice"
+            job.assert_running()
     finally:
-        _stop(query, pg, broker)
+        broker.stop()

@@ -36,11 +36,12 @@ def simulate(seconds: int, *faults: str, groups: int = 3) -> list[dict[str, Any]
 
 def run_batches(logic: MonitorLogic, batches: list[tuple[int, list[dict[str, Any]], bool]],
                 states: dict[int, MemoryState] | None = None,
-                marker: dict[str, Any] = LOSS) -> list[tuple[Any, ...]]:
+                marker: dict[str, Any] = LOSS,
+                handles: dict[int, MemoryTimers] | None = None) -> list[tuple[Any, ...]]:
     """Micro-batches in Spark's order (each bucket's rows, then the timers due); a batch's flag
     puts a data-loss marker in it, sent to every bucket as the decode stage does."""
     states = states if states is not None else defaultdict(MemoryState)
-    handles: dict[int, MemoryTimers] = defaultdict(MemoryTimers)
+    handles = handles if handles is not None else defaultdict(MemoryTimers)
     out: list[tuple[Any, ...]] = []
     for now, evs, marked in batches:
         rows: dict[int, list[tuple[str, bytes]]] = defaultdict(list)
@@ -117,14 +118,22 @@ def test_open_wedges_are_resolved_when_the_history_is_cut() -> None:
                for b in range(15)]  # the node is silent from 12 s (and back at 18 s)
     logic = MonitorLogic(Limits(), LIVE, 3)
     states: dict[int, MemoryState] = defaultdict(MemoryState)
-    before = alerts(run_batches(logic, batches, states))
+    handles: dict[int, MemoryTimers] = defaultdict(MemoryTimers)
+    before = alerts(run_batches(logic, batches, states, handles=handles))
     silent = [a for a in before if a["kind"] == "NODE_SILENT" and a["status"] == "firing"]
     assert silent
-    out = alerts(run_batches(logic, [(start + 16_000, [], True)], states))
+    out = alerts(run_batches(logic, [(start + 16_000, [], True)], states, handles=handles))
     assert [(a["kind"], a["status"]) for a in out] == [("NODE_SILENT", "resolved"), ("DATA_LOST", "firing")]
     assert out[0]["alert_id"] == silent[0]["alert_id"] and "cut by data loss" in out[0]["message"]
     (state,) = [s for s in states.values() if s.value]
     assert state.value is not None and parse_groups(state.value[0])["g1"][:2] == ["", None]
+    # The reset is done in the marker's batch, with no event of the group in it (a group that
+    # never publishes again): no timer of the dropped state fires afterwards (its NODE_SILENT,
+    # GROUP_SILENT deadlines are gone with it), however long nothing comes.
+    assert any(handles[b].timers for b in handles)  # Spark's timer is still registered
+    later = alerts(run_batches(logic, [(start + 16_000 + s * 1000, [], False) for s in range(1, 90)], states,
+                               handles=handles))
+    assert later == []
 
 
 def test_decode_sends_each_marker_to_every_bucket() -> None:
@@ -209,3 +218,194 @@ def test_a_truncation_resets_the_groups_with_the_lost_range_named() -> None:
         assert "replica.decisions-1 lost offsets 300..419 (deleted before they were read" in a["message"]
         assert a["evidence"] == [cut]
     assert len({a["alert_id"] for a in lost}) == 3
+
+
+class _Rec:
+    def __init__(self, tp: tuple[str, int], off: int) -> None:
+        self.tp, self.off = tp, off
+
+    def error(self) -> None:
+        return None
+
+    def topic(self) -> str:
+        return self.tp[0]
+
+    def partition(self) -> int:
+        return self.tp[1]
+
+    def offset(self) -> int:
+        return self.off
+
+    def key(self) -> bytes:
+        return b"g1"
+
+    def value(self) -> bytes:
+        return b"{}"
+
+    def timestamp(self) -> tuple[int, int]:
+        return 1, 1_000
+
+
+class _Deleting:
+    """A client whose partition t-0 holds ``held`` (offsets) and starts at ``low`` when asked:
+    records planned, then deleted before the task read them, as a consumer with
+    ``auto.offset.reset=earliest`` sees them (it goes on from the oldest record held)."""
+
+    def __init__(self, held: list[int], low: int) -> None:
+        self.held, self.low = held, low
+
+    def earliest(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        return {tp: self.low for tp in tps}
+
+    def read(self, spans: dict[tuple[str, int], tuple[int, int]], **kw: Any) -> Any:
+        from replimon.kafka.reading import read_ranges
+
+        held = self.held
+
+        class Consumer:
+            sent = False
+
+            def assign(self, _parts: Any) -> None:
+                pass
+
+            def consume(self, _n: int, timeout: float) -> list[_Rec]:
+                if self.sent:
+                    return [_EOF(max(held, default=0) + 1)]
+                self.sent = True
+                return [_Rec(("t", 0), off) for off in held]
+
+        kw.pop("reset", None)
+        return read_ranges(Consumer(), spans, timeout_s=5, **kw)
+
+
+class _EOF(_Rec):
+    def __init__(self, off: int) -> None:
+        super().__init__(("t", 0), off)
+
+    def error(self) -> Any:
+        from confluent_kafka import KafkaError
+
+        return KafkaError(KafkaError._PARTITION_EOF)
+
+
+def _read_task(monkeypatch: Any, client: _Deleting, start: int, until: int, markers: bool = True) -> tuple[list[int], list[dict[str, Any]]]:
+    from replimon.streaming.sources.kafka import options
+    from replimon.streaming.sources.kafka.partitions import KafkaInputPartition, read_range
+
+    opts = parse_options({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t",
+                          "failOnDataLoss": "false", "dataLossMarkers": str(markers).lower()})
+    monkeypatch.setattr(options.Options, "new_client", lambda _self: client)
+    offsets: list[int] = []
+    losses: list[dict[str, Any]] = []
+    for batch in read_range(opts, KafkaInputPartition(0, "t", 0, start, until)):
+        for row in batch.to_pylist():
+            if row["offset"] == -1:
+                losses.append(read_marker(row["value"]))
+            else:
+                offsets.append(row["offset"])
+    return offsets, losses
+
+
+def test_records_deleted_while_the_task_reads_get_a_marker_naming_the_skipped_range(monkeypatch: Any) -> None:
+    """Planned [100, 150) of t-0, then offsets 100-119 deleted before the task fetched them: the
+    consumer goes on from 120; the task's output carries a marker naming [100, 120) (the same
+    marker a truncation seen at planning gives, so the job resets its groups the same way),
+    instead of skipping them in silence."""
+    got, losses = _read_task(monkeypatch, _Deleting(list(range(120, 150)), low=120), 100, 150)
+    assert got == list(range(120, 150))
+    assert losses == [truncation("t", 0, 100, 120)]
+    # Everything planned is gone (the consumer's first record is past the range): the whole range.
+    got, losses = _read_task(monkeypatch, _Deleting([170, 171], low=170), 100, 150)
+    assert got == [] and losses == [truncation("t", 0, 100, 150)]
+    # A hole the partition still starts below (a compacted partition, a transaction's control
+    # record) is no loss: no marker.
+    got, losses = _read_task(monkeypatch, _Deleting([100, 101, 105, 106], low=0), 100, 107)
+    assert got == [100, 101, 105, 106] and losses == []
+    # Without markers the read is as before: the skip is the consumer's.
+    got, losses = _read_task(monkeypatch, _Deleting(list(range(120, 150)), low=120), 100, 150, markers=False)
+    assert got == list(range(120, 150)) and losses == []
+    # Nothing skipped: nothing asked, no marker.
+    got, losses = _read_task(monkeypatch, _Deleting(list(range(100, 150)), low=100), 100, 150)
+    assert got == list(range(100, 150)) and losses == []
+
+
+class _Logs:
+    """The client calls the source's planning makes, over one partition t-0 whose log is
+    ``log`` (offset -> record fingerprint, offsets 0..n-1); ``asked``: what ``prints_at`` was
+    asked (the check's cost)."""
+
+    def __init__(self, log: dict[int, tuple[int, int, int]]) -> None:
+        self.log = log
+        self.asked: list[dict[tuple[str, int], int]] = []
+        self.last_prints: dict[tuple[str, int], tuple[int, int, int]] = {}
+        self.timeout_s = 5.0
+
+    def topic_partitions(self, _sel: Any, _wait: float | None = None) -> list[tuple[str, int]]:
+        return [("t", 0)]
+
+    def watermarks(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+        return {tp: (min(self.log, default=0), max(self.log, default=-1) + 1) for tp in tps}
+
+    def true_ends(self, marks: dict[tuple[str, int], tuple[int, int]]) -> dict[tuple[str, int], int]:
+        self.last_prints = {tp: self.log[high - 1] for tp, (_low, high) in marks.items() if high > 0}
+        return {tp: high for tp, (_low, high) in marks.items()}
+
+    def prints_at(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], Any]:
+        self.asked.append(dict(wanted))
+        return {tp: self.log.get(off) for tp, off in wanted.items()}
+
+    def earliest(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        return {tp: min(self.log, default=0) for tp in tps}
+
+
+def _log(n: int, stamp: int) -> dict[int, tuple[int, int, int]]:
+    return {off: (off, stamp + off, off * 7 + stamp) for off in range(n)}
+
+
+def test_a_log_recreated_past_the_offset_read_is_flagged_by_the_record_remembered() -> None:
+    """The job read t-0 up to 150; the topic is re-created and the new log already holds 260
+    records when the next batch is planned: the offsets (150 -> 260) look like the old log
+    grown. The last record seen at the previous planning (offset 149) is read again and is
+    another record: the batch reads the new log from 0, after a marker naming the offset read up
+    to. An unchanged log costs one record fetch per grown partition, none when it did not grow,
+    and gives no marker."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from replimon.streaming.sources.kafka.markers import recreated
+    from replimon.streaming.sources.kafka.options import parse_options
+    from replimon.streaming.sources.kafka.reader import KafkaStreamReader
+
+    opts = parse_options({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t",
+                          "failOnDataLoss": "false", "dataLossMarkers": "true"})
+    r = KafkaStreamReader(opts)
+    old = _Logs(_log(150, 1_000))
+    r._client = old  # type: ignore[assignment]
+
+    def batch(start: dict[str, Any]) -> tuple[dict[str, Any], list[Any], list[dict[str, Any]]]:
+        end = r.latestOffset(start, ReadAllAvailable())
+        parts = r.partitions(start, end)
+        return end, [(p.topic, p.partition, p.start, p.until) for p in parts], \
+            getattr(parts[0], "losses", []) if parts else []
+
+    end, ranges, losses = batch({"t": {"0": 100}})
+    assert end == {"t": {"0": 150}} and ranges == [("t", 0, 100, 150)] and losses == []
+    # No growth: the record is compared where true_ends read it again; nothing fetched.
+    assert batch(end)[2] == [] and old.asked == []
+    # The old log grows: one record fetched (offset 149), the same: no marker.
+    old.log.update({off: (off, 1_000 + off, off * 7 + 1_000) for off in range(150, 200)})
+    end, ranges, losses = batch(end)
+    assert old.asked == [{("t", 0): 149}] and ranges == [("t", 0, 150, 200)] and losses == []
+    # Re-created (other records) and already past 200 when the job looks.
+    old.log = _log(260, 9_000_000)
+    end, ranges, losses = batch(end)
+    assert end == {"t": {"0": 260}}
+    assert ranges == [("t", 0, 0, 260)] and losses == [recreated("t", 0, 200, 260, 0)]
+    # The next batches go on in the new log without a marker.
+    old.log.update({off: (off, 9_000_000 + off, off * 7 + 9_000_000) for off in range(260, 270)})
+    end, ranges, losses = batch(end)
+    assert ranges == [("t", 0, 260, 270)] and losses == []
+    # The new log shorter than the record last seen but not below the batch's start: its end
+    # moved back below a record read before, also a new log.
+    old.log = _log(268, 5)
+    end, ranges, losses = batch({"t": {"0": 265}})
+    assert losses == [recreated("t", 0, 265, 268, 0)] and ranges == [("t", 0, 0, 268)]

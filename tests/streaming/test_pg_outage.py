@@ -34,6 +34,7 @@ from replimon.embedded.processes import free_port
 from replimon.producers.simulator import SimOptions, Simulator, parse_injection
 from replimon.store.values import payload_status
 from tests.support import eventually, headers, job_config, publish, read_topic, writer_for
+from tests.support.running_job import running_job
 
 pytestmark = [pytest.mark.broker, pytest.mark.postgres, pytest.mark.timeout(900)]
 
@@ -143,8 +144,6 @@ def test_writer_rides_out_an_outage(broker: Any, postgres: Any, own_postgres: Em
 def test_job_survives_an_outage(spark: Any, broker: Any, postgres: Any, own_postgres: EmbeddedPostgres,
                                 topic_prefix: str, tmp_path: Path, clean_env: None) -> None:
     from replimon.config import load_settings
-    from replimon.streaming.runner import start_query
-    from replimon.streaming.sinks.postgres import PostgresSink
 
     _, base = job_config(broker, postgres, topic_prefix, tmp_path)
     settings = load_settings(None, **{**base.model_dump(), "postgres": {"dsn": own_postgres.dsn}})
@@ -158,10 +157,8 @@ def test_job_survives_an_outage(spark: Any, broker: Any, postgres: Any, own_post
               events.append).run()
     before = [e for e in events if e["ts_ms"] < start_ms + 10_000]
     during = [e for e in events if e["ts_ms"] >= start_ms + 10_000]
-    batches: list[Any] = []
-    pg = PostgresSink(own_postgres.dsn, run_id=run_id)
-    query = start_query(spark, settings, run_id=run_id, pg=pg, observers=[batches.append], trigger_s=1.0)
-    try:
+    with running_job(spark, settings, own_postgres.dsn, run_id) as job:
+        batches = job.batches
         publish(settings, before)
         eventually(lambda: any(b.snapshot_rows for b in batches), timeout=180, what="a first batch with data")
         own_postgres.stop()
@@ -173,7 +170,7 @@ def test_job_survives_an_outage(spark: Any, broker: Any, postgres: Any, own_post
 
         eventually(lambda: {"BEYOND_HORIZON", "DIVERGENT_DECISION"} <= kafka_kinds(), timeout=180,
                    what="the faults' alerts on monitor.alerts while PostgreSQL is down")
-        assert query.isActive and query.exception() is None
+        job.assert_running()
         assert any(b.deferred for b in batches)
         own_postgres.start()
 
@@ -184,8 +181,4 @@ def test_job_survives_an_outage(spark: Any, broker: Any, postgres: Any, own_post
 
         eventually(caught_up, timeout=180, interval=1, what="PostgreSQL holding every alert Kafka got")
         assert max(_pg_alerts(own_postgres.dsn, run_id).values()) == 1
-        assert query.isActive and query.exception() is None
-    finally:
-        query.stop()
-        query.awaitTermination(60)
-        pg.close()
+        job.assert_running()

@@ -14,7 +14,14 @@ knows when a frontier moved and what "work pending" means for it.
 * NODE_SILENT: a member sent nothing for ``node_silent`` while the rest of the group published
   past it by more than the skew; judged on the group's clock and on the outside clock
   (``on_timer``), so it fires with no input at all; resolves when the member sends again or
-  leaves the members.
+  leaves the members. A member is silent from when it was last *heard*, on the group's clock:
+  its stamp, or, when the group's clock was more than the skew past that stamp as its event
+  came in, that clock minus the skew (``note``). So one node's clock leading its group-mates
+  (within ``clock_skew``, which ``clocks.py`` handles) or a member's lagging cannot make a member
+  that keeps publishing look silent: its silence is measured on one clock. A member that really
+  stops is silent as before (the group's clock, led or not, goes on without it). Histories where
+  every event comes within the skew of the group's clock keep nothing and judge exactly as
+  before.
 * QUORUM_AT_RISK / QUORUM_LOST: a member is live unless a majority of the members suspect it
   (their latest heartbeats' ``suspects``), and for QUORUM_LOST also unless NODE_SILENT judges
   it silent; the state must hold for the skew, since one moment's suspicions arrive one heartbeat
@@ -38,7 +45,7 @@ NODE_FORGET_MS = 300_000  # a node the family no longer expects, silent this lon
 class Liveness:
     """The shared wedges of one group, and the little state they keep between evaluations."""
 
-    __slots__ = ("ctx", "progress_ts", "lag_since", "quorum", "episodes")
+    __slots__ = ("ctx", "progress_ts", "lag_since", "quorum", "episodes", "behind")
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -46,6 +53,9 @@ class Liveness:
         self.lag_since: dict[str, int] = {}  # member -> group clock its lag began (EXECUTOR_LAG)
         self.quorum = ("ok", -1)  # (state, group clock it began)
         self.episodes: dict[str, int] = {}  # occurrences so far of conditions keyed by ordinal
+        # member -> (its last stamp, the group clock when that event came in), only while that
+        # clock was more than the skew past the stamp (``note``; stored only when not empty).
+        self.behind: dict[str, tuple[int, int]] = {}
 
     def episode(self, cond: str) -> int:
         """The ordinal of this occurrence of ``cond``: an id made of history facts, not of when
@@ -55,6 +65,18 @@ class Liveness:
         return n
 
     # -- NODE_SILENT and GROUP_SILENT ------------------------------------------------------------
+    def note(self, node: str, last: int) -> None:
+        """An event of ``node`` came in (its last stamp now ``last``; the group's clock already
+        counts the event): remember the clock when it is more than the skew past that stamp (the
+        node lags the group's clock, another node leads it, or the node's events are older than
+        the time it became a member at), forget it otherwise. Every admitted event passes here:
+        the common case is one subtraction and one test."""
+        clock = self.ctx.clock
+        if clock - last > self.ctx.limits.skew_ms:
+            self.behind[node] = (last, clock)
+        elif self.behind:
+            self.behind.pop(node, None)
+
     def heard(self, node: str, newer: bool, ev: dict[str, Any], src: Src) -> None:
         """``node`` published ``ev``: the group is not silent, nor is the node if ``ev`` is newer
         than its last event."""
@@ -88,15 +110,24 @@ class Liveness:
             cond = "silent:" + m
             if cond in ctx.open or ctx.clock - ns.last_ts <= lim.skew_ms:
                 continue
-            since = max(ns.last_ts, ctx.quiet_end)
+            last = self.last_heard(m, ns)
+            since = max(last, ctx.quiet_end)
             if now - lim.skew_ms - since >= lim.node_silent_ms:
                 ctx.fire(
                     cond, "NODE_SILENT", (m, ns.last_ts),
                     f"Member {m} of group {ctx.group} has sent nothing for "
-                    f"{(now - lim.skew_ms - ns.last_ts) // 1000} s while the rest of the group "
-                    f"published until {ctx.clock - ns.last_ts} ms after it.",
+                    f"{(now - lim.skew_ms - last) // 1000} s while the rest of the group "
+                    f"published until {ctx.clock - last} ms after it.",
                     ns.last_ts, node=m,
                     evidence=[ctx.ref(ns.last_ev, ns.last_src)] if ns.last_ev else [])
+
+    def last_heard(self, node: str, ns: NodeState) -> int:
+        """When ``node`` was last heard, on the group's clock: its last stamp, or the clock its
+        last event came in at minus the skew, when ``note`` kept that (module doc)."""
+        kept = self.behind.get(node) if self.behind else None
+        if kept is not None and kept[0] == ns.last_ts:
+            return max(ns.last_ts, kept[1] - self.ctx.limits.skew_ms)
+        return ns.last_ts
 
     def departed(self, members: tuple[str, ...]) -> None:
         """Close NODE_SILENT of nodes that are no longer members."""
@@ -117,7 +148,7 @@ class Liveness:
                 continue
             if ctx.clock - ns.last_ts <= lim.skew_ms:
                 continue
-            at = max(ns.last_ts, ctx.quiet_end) + lim.node_silent_ms + lim.skew_ms
+            at = max(self.last_heard(m, ns), ctx.quiet_end) + lim.node_silent_ms + lim.skew_ms
             best = at if best is None else min(best, at)
         return best
 
@@ -132,6 +163,18 @@ class Liveness:
                 f"No event at all from group {ctx.group} for {(now - ctx.clock) // 1000} s.",
                 ctx.clock)
 
+    # -- the saved state (``codec.py``) ------------------------------------------------------------
+    def save(self, out: dict[str, Any]) -> dict[str, Any]:
+        """``out`` (a saved state) with what ``note`` keeps, under ``behind``, when there is any:
+        a history without it saves exactly the keys it always did."""
+        if self.behind:
+            out["behind"] = {n: list(v) for n, v in self.behind.items()}
+        return out
+
+    def restore(self, d: dict[str, Any]) -> None:
+        """What `save` wrote (nothing: nothing kept)."""
+        self.behind = {n: (v[0], v[1]) for n, v in d.get("behind", {}).items()}
+
     def forget(self, expected: set[str]) -> None:
         """Drop nodes the family no longer expects that have been silent for ``NODE_FORGET_MS``
         (bounded state); a node with held events or an open NODE_SILENT stays."""
@@ -140,6 +183,7 @@ class Liveness:
             if (node not in expected and not ns.held and ctx.clock - ns.last_ts > NODE_FORGET_MS
                     and ("silent:" + node) not in ctx.open):
                 del ctx.nodes[node]
+                self.behind.pop(node, None)
 
     # -- QUORUM_AT_RISK / QUORUM_LOST -------------------------------------------------------------
     def check_quorum(self, members: tuple[str, ...], majority: int) -> None:

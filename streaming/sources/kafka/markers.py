@@ -15,11 +15,16 @@ per partition, and reads on from the partition's earliest offset:
   Truncated at the front, with ``"cause": "truncated"``: the lost records are offsets
   ``[from, to)``, and the batch reads on from ``earliest`` (= ``to``).
 
+* A new log already past the offset read (``"cause": "recreated"``): the offsets do not show it;
+  the record last seen at the previous planning is read again and differs (``reader.py``). Its
+  ``from`` is the offset read up to, ``to`` the batch's end, ``earliest`` where the new log is
+  read from.
+
 A move back is computed from the batch's start and end offsets alone (Spark's offset log), so a
 re-run batch carries the same marker; a truncation from the earliest offset when the batch is
-planned (a re-run after more was deleted names the longer range). Moves the offsets do not show
-(a new log that already grew past the old offset when the query looks) cannot be seen this way
-(docs/operations.md).
+planned (a re-run after more was deleted names the longer range); a re-created log from what the
+running query remembered (a batch re-planned after a restart has nothing to compare: no marker,
+docs/operations.md).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from replimon.streaming.sources.kafka.schema import ARROW_SCHEMA
 MARKER_KEY = b"replimon-kafka:data-loss"
 MARKER_OFFSET = -1
 TRUNCATED = "truncated"  # a marker's "cause" when records were deleted from the front
+RECREATED = "recreated"  # ... when the log is another one already past the offset read
 
 
 def loss(topic: str, partition: int, start: int, end: int, earliest: int) -> dict[str, Any]:
@@ -45,6 +51,14 @@ def truncation(topic: str, partition: int, start: int, earliest: int) -> dict[st
     """What a marker says: offsets ``[start, earliest)`` of ``topic``-``partition`` were deleted
     before the query read them; it reads on from ``earliest``."""
     return {**loss(topic, partition, start, earliest, earliest), "cause": TRUNCATED}
+
+
+def recreated(topic: str, partition: int, start: int, end: int, earliest: int) -> dict[str, Any]:
+    """What a marker says: ``topic``-``partition`` is a new log (re-created, or a broker back
+    without its data) that had already grown past ``start``, the offset the query had read up
+    to: the old log's records from ``start`` were never read; the batch reads the new log from
+    ``earliest`` to ``end``."""
+    return {**loss(topic, partition, start, end, earliest), "cause": RECREATED}
 
 
 def marker_batch(losses: list[dict[str, Any]]) -> pa.RecordBatch:

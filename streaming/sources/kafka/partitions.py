@@ -3,12 +3,16 @@
 A task reads one offset range of one topic-partition (`KafkaInputPartition`) or, with
 ``maxPartitions``, several one after another (`KafkaRangesPartition`). It reads exactly the
 records at ``[start, until)`` (``replimon.kafka``'s range reader), so a batch re-run after a
-crash reads the same records; records that are gone are data loss (``failOnDataLoss``).
+crash reads the same records; records that are gone are data loss (``failOnDataLoss``). With
+``dataLossMarkers``, records deleted while the task reads (planned, then deleted from the front
+of the partition before the task fetched them: the consumer goes on from the oldest record held)
+give a marker naming the skipped offsets (``markers.py``), not a silent skip.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -16,10 +20,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from replimon.kafka.outage import BrokerWatch
-from replimon.streaming.sources.kafka.markers import marker_batch
+from replimon.streaming.sources.kafka.markers import marker_batch, truncation
 from replimon.streaming.sources.kafka.options import Options, data_loss
 from replimon.streaming.sources.kafka.planning import Range, pack_ranges
 from replimon.streaming.sources.kafka.schema import ARROW_SCHEMA
+
+logger = logging.getLogger("replimon.streaming.sources.kafka")
 
 # librdkafka timestamp types -> Kafka's TimestampType ids, as Spark reports them.
 _TS_TYPES = {0: -1, 1: 0, 2: 1}
@@ -85,6 +91,24 @@ def _arrow(topic: str, partition: int, keys: list[Any], values: list[Any], offse
     ], schema=ARROW_SCHEMA)
 
 
+def deleted(client: Any, topic: str, partition: int,
+            skipped: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """The markers for offsets a read skipped (``[first, read)`` each) that were deleted: the
+    partition now starts above the first of them. A skip over offsets the partition still
+    starts below is a hole (a compacted partition, a transaction's control record), no loss;
+    this asks the broker once per skip, and reads skip only on such holes or deletions."""
+    low = client.earliest([(topic, partition)])[(topic, partition)]
+    out = []
+    for first, read in skipped:
+        if low > first:
+            end = min(low, read)
+            logger.warning("%s-%s lost offsets %s..%s while the micro-batch read them: deleted "
+                           "after it was planned (retention, deleted records); read on from %s",
+                           topic, partition, first, end - 1, read)
+            out.append(truncation(topic, partition, first, end))
+    return out
+
+
 def read_range(opts: Options, part: KafkaInputPartition,
                batch_rows: int = ARROW_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     """Exactly the records at offsets [part.start, part.until) as Arrow batches of up to
@@ -103,11 +127,21 @@ def read_range(opts: Options, part: KafkaInputPartition,
     # "Broker outage"), instead of failing the query after pollTimeoutMs.
     watch = BrokerWatch(str(opts.client.get("bootstrap.servers", "?")), bound_s=opts.broker_outage_s,
                         what="the micro-batch that was reading")
+    skipped: list[tuple[int, int]] = []
+
+    def on_jump(_tp: tuple[str, int], first: int, read: int) -> None:
+        skipped.append((first, read))
+
     chunks = client.read({(topic, partition): (part.start, part.until)}, reset=opts.reset,
                          chunk=batch_rows, on_gap=lambda _tp, message: data_loss(opts, message),
-                         watch=watch)
+                         watch=watch, on_jump=on_jump if opts.data_loss_markers else None)
     with contextlib.closing(chunks):
         for msgs in chunks:
+            if skipped:
+                lost = deleted(client, topic, partition, skipped)
+                skipped.clear()
+                if lost:
+                    yield marker_batch(lost)
             add_key, add_value, add_offset = keys.append, values.append, offsets.append
             add_stamp, add_type = stamps.append, types.append
             for msg in msgs:
@@ -120,5 +154,9 @@ def read_range(opts: Options, part: KafkaInputPartition,
             if len(offsets) >= batch_rows:
                 yield _arrow(topic, partition, keys, values, offsets, stamps, types)
                 keys, values, offsets, stamps, types = [], [], [], [], []
+    if skipped:  # the range's end itself was deleted: no record came after the skip
+        lost = deleted(client, topic, partition, skipped)
+        if lost:
+            yield marker_batch(lost)
     if offsets:
         yield _arrow(topic, partition, keys, values, offsets, stamps, types)

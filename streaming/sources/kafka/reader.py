@@ -26,6 +26,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from replimon.kafka import TP, KafkaClient, RecordsUnavailable, offsets_from_json, offsets_to_json
+from replimon.kafka.client import Print
 from replimon.kafka.consumers import unreachable
 from replimon.streaming.sources.kafka.admission import (
     AlignStats,
@@ -33,7 +34,7 @@ from replimon.streaming.sources.kafka.admission import (
     plan_aligned,
     rate_limit,
 )
-from replimon.streaming.sources.kafka.markers import loss, truncation
+from replimon.streaming.sources.kafka.markers import loss, recreated, truncation
 from replimon.streaming.sources.kafka.options import (
     SOURCE_NAME,
     Endpoint,
@@ -72,11 +73,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._stamps = TimestampIndex()  # alignTimestamps: record timestamps probed so far
         self.last_alignment: AlignStats | None = None  # alignTimestamps: the last capped plan
         self._gone: set[TP] = set()  # partitions reported gone (said once, not every batch)
+        # dataLossMarkers: the last record of each partition seen when the last batch was
+        # planned, and the partitions found re-created since (their batch start then).
+        self._prints: dict[TP, Print] = {}
+        self._recreated: dict[TP, int] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_client"] = None
         state["_stamps"] = TimestampIndex()  # executors only read
+        state["_prints"], state["_recreated"] = {}, {}
         return state
 
     @property
@@ -163,6 +169,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         marks = self.client.watermarks(tps)
         avail = self.client.true_ends(marks)
         self._latest = dict(avail)
+        if self.opts.data_loss_markers:
+            self._check_logs(begin, marks, avail)
         self._resolve_bound(tps, marks, avail)
         limits = [lim for lim in (self._target, self._bound) if lim is not None]
         result: dict[TP, int] = {tp: begin[tp] for tp in gone}  # carried forward
@@ -197,6 +205,42 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise NotImplementedError(f"{SOURCE_NAME}: read limit {limit!r} is not supported")
         return offsets_to_json(result)
 
+    def _check_logs(self, begin: Mapping[TP, int], marks: Mapping[TP, tuple[int, int]],
+                    ends: Mapping[TP, int]) -> None:
+        """A log re-created and already past the offset the job read up to looks, by offsets,
+        like the old log grown: the record remembered at the last planning (the partition's last
+        then, from ``true_ends``) is compared with what the partition holds at that offset now.
+        Different, or gone while the partition does not start above it, is a new log: the
+        batch that starts at ``begin`` reads it from its earliest offset after a marker
+        (``partitions``). Cost: nothing when the partition did not grow (``true_ends`` read that
+        record again), else one fetch round of one record per grown partition."""
+        seen, self._prints = self._prints, dict(self.client.last_prints)
+        now = self._prints
+        ask: dict[TP, int] = {}
+        for tp, old in seen.items():
+            if tp not in begin or tp not in ends or begin[tp] > ends[tp]:
+                continue  # a new partition, or moved back: the offsets show it already
+            off = old[0]
+            if off < marks[tp][0]:
+                continue  # deleted from the front: a truncation (``partitions``)
+            if off >= ends[tp]:
+                self._flag(tp, begin[tp], f"its end {ends[tp]} is below offset {off}, read before")
+            elif now.get(tp, (-1,))[0] == off:
+                if now[tp] != old:
+                    self._flag(tp, begin[tp], f"the record at offset {off} is another")
+            else:
+                ask[tp] = off
+        for tp, got in sorted(self.client.prints_at(ask).items() if ask else ()):
+            if got != seen[tp]:
+                self._flag(tp, begin[tp], f"the record at offset {ask[tp]} is "
+                                          f"{'gone' if got is None else 'another'}")
+
+    def _flag(self, tp: TP, start: int, why: str) -> None:
+        logger.warning("%s: %s-%s is a new log (%s): offsets %s.. of the old log were never "
+                       "read; reading the new log from its start", SOURCE_NAME, tp[0], tp[1], why,
+                       start)
+        self._recreated[tp] = start
+
     def _aligned(self, starts: Mapping[TP, int], ends: Mapping[TP, int],
                  cap: int) -> dict[TP, int]:
         """alignTimestamps: cut every partition at one record timestamp (``admission.py``)."""
@@ -227,13 +271,20 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Where each partition now starts: for new partitions; with markers also for those
         # moved back (read from the new log's start) and those with anything to read (records
         # deleted from the front before they were read are a loss too).
+        renewed = {tp for tp, at in self._recreated.items() if begin.get(tp) == at}
         want = sorted(tp for tp, until in finish.items()
-                      if tp not in begin or (markers and until != begin[tp]))
+                      if tp not in begin or (markers and until != begin[tp]) or tp in renewed)
         lows = self.client.earliest(want)
         ranges: list[Range] = []
         losses: list[dict[str, Any]] = []
         for tp, until in sorted(finish.items()):
             first = begin[tp] if tp in begin else lows[tp]
+            if markers and tp in renewed:
+                del self._recreated[tp]
+                low = min(lows[tp], until)
+                losses.append(recreated(tp[0], tp[1], first, until, low))
+                ranges.append((tp[0], tp[1], low, until))
+                continue
             if markers and tp in begin and first < until and lows[tp] > first:
                 low = min(lows[tp], until)
                 logger.warning("%s: %s-%s lost offsets %s..%s: deleted before they were read "
