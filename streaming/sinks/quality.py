@@ -12,7 +12,9 @@ the first batch after a start always), it validates the batch:
 
 then writes one ``dq_results`` row per expectation and a DATA_QUALITY_FAILED alert per failed
 expectation (``replimon.quality.results``), and sends the alerts to ``monitor.alerts`` through the
-Kafka sink, like the batch's own.
+Kafka sink, like the batch's own. A node whose clock is off is the exception: it gets one alert
+while it stays off, not one per validation (``replimon.quality.clockwatch``; the nodes reported
+are kept in memory, so a restart of the job reports a node still off once more).
 
 Exactly once (docs/quality.md): the sink has its own guard row in ``pipeline_batches``; a retried
 batch that was validated before is recognised there and neither re-validated nor re-sent, and the
@@ -60,6 +62,7 @@ class QualitySink:
         self.last_batch: int | None = None
         self.last_time: float | None = None  # time.monotonic() of the last validation
         self.validations = 0  # validations written by this sink (tests, the benchmark)
+        self.clocks_off: frozenset[tuple[str, str]] = frozenset()  # (group, node) reported as off
         if "great_expectations" not in sys.modules:
             from replimon.quality.engine import warm_up
 
@@ -111,9 +114,9 @@ class QualitySink:
     def _validate(self, result: Any) -> bool | None:
         """True: validated and written; False: validated before (a retry); None: nothing in the
         batch to validate."""
-        from replimon.quality import engine
+        from replimon.quality import clockwatch, engine
         from replimon.quality.derive import alert_frame, input_frames, state_frames
-        from replimon.quality.results import alerts_for, validated_before, write_results
+        from replimon.quality.results import validated_before, write_results
         from replimon.quality.suites import parameters
 
         batch_id = result.batch_id
@@ -128,20 +131,22 @@ class QualitySink:
         if validated_before(dsn, self.run_id, pipeline, batch_id):
             return False
         now_ms = int(time.time() * 1000)
-        outcomes = engine.validate(frames, parameters(self.settings, now_ms),
-                                   sample_rows=self.q.sample_rows)
+        params = parameters(self.settings, now_ms)
+        outcomes = engine.validate(frames, params, sample_rows=self.q.sample_rows)
         if sample is not None:
             for o in outcomes:  # what the input suites saw of the batch
                 if o.suite.startswith("replica."):
                     o.details["batch"] = {"records": sample.total, "read": sample.read,
                                           "groups": sample.groups, "invalid": sample.invalid,
                                           "complete": sample.complete}
-        alerts = alerts_for(outcomes, now_ms)
+        verdict = clockwatch.judge(self.clocks_off, frames, outcomes, params, now_ms, self.q.sample_rows)
+        alerts = verdict.alerts
         if alerts and self.kafka is not None:
             self.kafka.send_alerts(alerts, batch_id)
         written = write_results(dsn, self.run_id, pipeline, batch_id, outcomes, alerts, now_ms)
         if written:
             self.validations += 1
+            self.clocks_off = verdict.reported
             failed = [o.expectation for o in outcomes if not o.success]
             if failed:
                 log.warning("data quality: batch %s: %d expectation(s) failed: %s", batch_id,

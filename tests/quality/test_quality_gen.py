@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from replimon.cli import main
 from replimon.config import load_settings
 from replimon.producers.simulator_gen import CATALOGUE, SimOptions, Simulator, parse_injection
 from replimon.quality.derive import SUITE_OF_TYPE, input_frames
@@ -34,6 +33,7 @@ from tests.support.quality import (
     Mutation,
     assert_every_expectation_passes,
     assert_fails_on_mutation,
+    assert_validate_names_the_bad_record,
     assert_xcom_verdicts_unchanged,
     clock_ahead,
     records,
@@ -122,23 +122,11 @@ def test_a_mixed_stream_leaves_xcom_verdicts_as_they_are(clean: Events) -> None:
 @pytest.mark.usefixtures("clean_env")
 def test_validate_a_mixed_file_names_the_bad_gen_record(clean: Events, tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.support import simulate
-
-    events = [*simulate(20, groups=2, seed=2), *clean]
-    path = tmp_path / "mixed.jsonl"
-    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
-    assert main(["validate", str(path)]) == 0
-    out = capsys.readouterr().out
-    assert "pass  replica.gen.state" in out and "pass  replica.heartbeats" in out and "FAIL" not in out
-    i = next(k for k, e in enumerate(events) if e["type"] == "gen.state" and e["group"] == "pg2")
-    events[i] = {**events[i], "last_online_in": events[i]["gen"]["num"] + 1}
-    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
-    assert main(["validate", str(path)]) == 1
-    fails = [line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("FAIL")]
-    assert len(fails) == 1, fails
-    assert "replica.gen.state" in fails[0]
-    assert "expect_column_pair_values_a_to_be_greater_than_b(gen_num,last_online_in)" in fails[0]
-    assert f"mixed.jsonl:{i + 1}:" in fails[0]
+    assert_validate_names_the_bad_record(
+        clean, tmp_path, capsys,
+        (GEN_STATE, "expect_column_pair_values_a_to_be_greater_than_b(gen_num,last_online_in)"),
+        lambda e: e["type"] == "gen.state" and e["group"] == "pg2",
+        lambda e: {**e, "last_online_in": e["gen"]["num"] + 1})
 
 
 # -- the sampler ------------------------------------------------------------------------------------

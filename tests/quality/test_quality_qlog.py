@@ -10,13 +10,11 @@ are alone. The checks themselves are ``tests/support/quality.py``'s, shared with
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from replimon.cli import main
 from replimon.config import load_settings
 from replimon.producers.simulator_qlog import CATALOGUE, SimOptions, Simulator, parse_injection
 from replimon.quality.suites import (
@@ -33,6 +31,7 @@ from tests.support.quality import (
     Mutation,
     assert_every_expectation_passes,
     assert_fails_on_mutation,
+    assert_validate_names_the_bad_record,
     assert_xcom_verdicts_unchanged,
     clock_ahead,
     records,
@@ -145,20 +144,7 @@ def test_a_mixed_stream_leaves_xcom_verdicts_as_they_are(clean: Events) -> None:
 @pytest.mark.usefixtures("clean_env")
 def test_validate_a_mixed_file_names_the_bad_qlog_record(clean: Events, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.support import simulate
-
-    events = [*simulate(20, groups=2, seed=2), *clean]
-    path = tmp_path / "mixed.jsonl"
-    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
-    assert main(["validate", str(path)]) == 0
-    out = capsys.readouterr().out
-    assert "pass  replica.qlog.passed" in out and "pass  replica.heartbeats" in out and "FAIL" not in out
-    i = next(k for k, e in enumerate(events) if e["type"] == "qlog.passed" and e["group"] == "ql2")
-    events[i] = {**events[i], "acked": [*events[i]["acked"], "n99"]}
-    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
-    assert main(["validate", str(path)]) == 1
-    fails = [line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("FAIL")]
-    assert len(fails) == 1, fails
-    assert "replica.qlog.passed" in fails[0]
-    assert "expect_column_values_to_be_between(acked_outside)" in fails[0]
-    assert f"mixed.jsonl:{i + 1}:" in fails[0]
+    assert_validate_names_the_bad_record(
+        clean, tmp_path, capsys, (QLOG_PASSED, "expect_column_values_to_be_between(acked_outside)"),
+        lambda e: e["type"] == "qlog.passed" and e["group"] == "ql2",
+        lambda e: {**e, "acked": [*e["acked"], "n99"]})

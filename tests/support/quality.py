@@ -1,8 +1,8 @@
 """What the data-quality tests of every family share (docs/quality.md): records as read from one
 partition per topic, running the suites, the mutations that break one expectation each, and the
-three checks each family's suites get: a trace with every fault of its catalogue passes, each
-expectation fails on its mutation naming the mutated row, and a mixed stream leaves XCom's
-verdicts as they are alone.
+four checks each family's suites get: a trace with every fault of its catalogue passes, each
+expectation fails on its mutation naming the mutated row, a mixed stream leaves XCom's verdicts as
+they are alone, and ``replimon validate`` of a mixed file names the one bad record of the family.
 """
 
 from __future__ import annotations
@@ -10,7 +10,10 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from replimon.contract import Invalid, parse_event
 from replimon.core import Monitor
@@ -145,3 +148,29 @@ def assert_xcom_verdicts_unchanged(family: Iterable[Record], params: Mapping[str
     alone = verdicts(xcom_recs)
     assert alone and all(ok for ok, _, _ in alone.values())
     assert verdicts(mixed) == alone
+
+
+def assert_validate_names_the_bad_record(family: Events, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                         key: tuple[str, str], bad: Callable[[dict[str, Any]], bool],
+                                         change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """``replimon validate`` of a file mixing an XCom trace with ``family``'s events passes every
+    suite; after ``change`` of the first event ``bad`` accepts, exactly expectation ``key`` fails,
+    naming the file's line of that event."""
+    from replimon.cli import main
+    from tests.support import simulate
+
+    suite, expectation = key
+    events = [*simulate(20, groups=2, seed=2), *family]
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    assert main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"pass  {suite}" in out and "pass  replica.heartbeats" in out and "FAIL" not in out
+    i = next(k for k, e in enumerate(events) if bad(e))
+    events[i] = change(events[i])
+    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    assert main(["validate", str(path)]) == 1
+    fails = [line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("FAIL")]
+    assert len(fails) == 1, fails
+    assert suite in fails[0] and expectation in fails[0]
+    assert f"mixed.jsonl:{i + 1}:" in fails[0]
