@@ -96,10 +96,10 @@ def family_queries(family: str, *fleet_titles: str) -> list[Query]:
         or (q.dashboard == "fleet" and q.where.rsplit("/", 1)[0] in fleet_titles))]
 
 
-# The quorum-log panels run against a quorum-log run of their own (test_quorum_log_panels_...):
-# the end-to-end run carries an XCom and a generations fleet.
+# The quorum-log panels also run against a quorum-log run of their own (test_quorum_log_panels_...),
+# which checks their values; the end-to-end run carries all three fleets.
 QLOG_QUERIES = family_queries("qlog", "Quorum logs now")
-E2E_QUERIES = [q for q in QUERIES if q not in QLOG_QUERIES]
+E2E_QUERIES = QUERIES
 
 
 def find_panel(name: str, title: str) -> dict[str, Any]:
@@ -358,7 +358,10 @@ def setting(e2e: Any) -> Setting:
     # The generations panels' group: the first generations group whose generation changed.
     gen = min((g for g, s in e2e.group_states.items() if s.get("family") == "gen"
                and s["config"] and s["config"]["num"] > 1), key=lambda g: (len(g), g))
-    return Setting(e2e.settings.postgres.dsn, run, group, ranges, family_groups=(("gen", gen),))
+    # The quorum-log panels' group: the first quorum-log group with a legislature.
+    qlog = min((g for g, s in e2e.group_states.items() if s.get("family") == "qlog" and s["config"]),
+               key=lambda g: (len(g), g))
+    return Setting(e2e.settings.postgres.dsn, run, group, ranges, family_groups=(("gen", gen), ("qlog", qlog)))
 
 
 def run_query(conn: psycopg.Connection[Any], sql: str) -> tuple[list[tuple[str, int]], list[tuple[Any, ...]]]:
@@ -477,8 +480,8 @@ def test_the_family_variable_filters_groups_and_family_panels(e2e: Any, setting:
             cols, found = run_query(conn, setting.expand(q, families=families or None, group=group))
             return [dict(zip([c[0] for c in cols], r, strict=True)) for r in found]
 
-        assert {r["family"] for r in rows(query("group", "family"))} == {"gen", "xcom"}
-        for chosen in ("gen", "xcom"):
+        assert {r["family"] for r in rows(query("group", "family"))} == {"gen", "qlog", "xcom"}
+        for chosen in ("gen", "qlog", "xcom"):
             want = {g for g, f in family.items() if f == chosen}
             assert {r["group"] for r in rows(query("fleet", "Group list/A"), chosen)} == want
             assert {r["group_id"] for r in rows(query("group", "group"), chosen)} == want

@@ -240,9 +240,10 @@ def test_metrics_and_time_series_are_written(e2e: E2E) -> None:
 
 
 def test_every_family_has_its_own_rows(e2e: E2E) -> None:
-    """docs/postgres.md, "Tables": each group's family and configuration; a generations group's
-    XCom columns are NULL (it is not an XCom group without a map), its nodes' family_state holds
-    their generation fields, and its time series steps through its generation numbers."""
+    """docs/postgres.md, "Tables": each group's family and configuration; a generations or
+    quorum-log group's XCom columns are NULL (it is not an XCom group without a map), its nodes'
+    family_state holds their family's fields, and its time series steps through its generation
+    (legislature) numbers."""
     import psycopg
 
     with psycopg.connect(e2e.settings.postgres.dsn) as conn:
@@ -258,7 +259,7 @@ def test_every_family_has_its_own_rows(e2e: E2E) -> None:
                 " WHERE run_id = %s ORDER BY group_id, ts", (e2e.run_id,)):
             series.setdefault(g, []).append(tuple(point))
     gen = {g for g, s in e2e.group_states.items() if s["family"] == "gen"}
-    assert gen and {g for g, s in e2e.group_states.items() if s["family"] == "xcom"}
+    assert gen and {s["family"] for s in e2e.group_states.values()} == {"xcom", "gen", "qlog"}
     for g, s in e2e.group_states.items():
         family, config, *xcom_columns = groups[g]
         assert (family, config) == (s["family"], s["config"]), g
@@ -270,6 +271,12 @@ def test_every_family_has_its_own_rows(e2e: E2E) -> None:
             for n, x in s["nodes"].items():
                 assert nodes[(g, n)] == ({k: x[k] for k in ("gen", "node_status", "last_online_in",
                                                            "last_vote")}, None, None, None), (g, n)
+        elif s["family"] == "qlog":
+            assert xcom_columns == [None] * 5, g
+            assert all(p[1:] == (None, None) for p in series[g]), g
+            for n, x in s["nodes"].items():
+                want = {k: x[k] for k in ("executed", "legislature", "watermark", "leader")}
+                assert nodes[(g, n)][0] == want and nodes[(g, n)][2:] == (None, None), (g, n)
         else:
             assert xcom_columns[0] == s["active"]["start"] and xcom_columns[2] == s["pending"], g
     # Restarts elect new generations: most generations groups step more than once.
