@@ -97,9 +97,10 @@ def family_queries(family: str, *fleet_titles: str) -> list[Query]:
 
 
 # The quorum-log panels also run against a quorum-log run of their own (test_quorum_log_panels_...),
-# which checks their values; the end-to-end run carries all three fleets.
+# which checks their values; the end-to-end run carries all three fleets, but every recovery of it
+# has completed by its end, so its "Open recoveries now" is rightly empty (the own run holds one).
 QLOG_QUERIES = family_queries("qlog", "Quorum logs now")
-E2E_QUERIES = QUERIES
+E2E_QUERIES = [q for q in QUERIES if q.where != "Open recoveries now/A"]
 
 
 def find_panel(name: str, title: str) -> dict[str, Any]:
