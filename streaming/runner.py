@@ -97,7 +97,8 @@ def start_query(spark: Any, settings: Any, *, run_id: str = "live", time_mode: s
     out = build(spark, raw, settings, time_mode=time_mode, api=api,
                 migrate_from=legacy_in(spark, str(ckpt)), **build_options)
     writer = make_writer(settings, run_id, Checkpoint(str(ckpt)), pg=pg, kafka_out=kafka_out,
-                         observers=observers or (), window_start_ms=window_start_ms)
+                         observers=observers or (), window_start_ms=window_start_ms,
+                         live=time_mode == LIVE)
     ckpt.mkdir(parents=True, exist_ok=True)
     name = f"{QUERY_NAME}_{run_id}".replace("-", "_")
     if pg is not None and metrics_listener:
@@ -113,11 +114,13 @@ def start_query(spark: Any, settings: Any, *, run_id: str = "live", time_mode: s
 
 
 def make_writer(settings: Any, run_id: str, checkpoint: Checkpoint | None, *, pg: Any = None,
-                kafka_out: bool = True, observers: Any = (), window_start_ms: int | None = None) -> BatchWriter:
+                kafka_out: bool = True, observers: Any = (), window_start_ms: int | None = None,
+                live: bool | None = None) -> BatchWriter:
     """The ``foreachBatch`` writer with its sinks, in order: Kafka (``kafka_out``), PostgreSQL
     (``pg``: a ``PostgresSink``; also the exactly-once guard), data quality (when the settings
     turn it on and there is a PostgreSQL database for its results). ``checkpoint``: the query's
-    (None: no offset log to read, as in tests that drive the writer by hand)."""
+    (None: no offset log to read, as in tests that drive the writer by hand). ``live``: the query
+    runs in live mode (False: a replay), recorded on each batch's metrics row."""
     from replimon.streaming.sinks.kafka import KafkaSink
     from replimon.streaming.sinks.postgres import PostgresBatchSink
 
@@ -131,7 +134,7 @@ def make_writer(settings: Any, run_id: str, checkpoint: Checkpoint | None, *, pg
         from replimon.streaming.sinks.backlog import Backlog
 
         guard = PostgresBatchSink(pg, checkpoint.stream_id if checkpoint else None,
-                                  backlog=Backlog.at(checkpoint.location if checkpoint else None))
+                                  backlog=Backlog.at(checkpoint.location if checkpoint else None), live=live)
         sinks.append(guard)
         from replimon.streaming.sinks.quality import QualitySink
 

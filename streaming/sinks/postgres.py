@@ -104,12 +104,15 @@ ON CONFLICT (run_id, topic, partition, "offset") DO NOTHING"""
 
 # Metrics of a batch may come in two parts (counts with the batch, durations and rates from the
 # query listener afterwards): each column keeps the first value it was given, so a retry or a
-# replayed progress event changes nothing.
+# replayed progress event changes nothing. ``written_at`` is set by the batch's own write only
+# (its last statement, so the clock then is when its rows are all in, just before the commit):
+# the moment its alerts became visible, for their latency (docs/dashboards.md, "Alert latency").
 _METRICS = """
 INSERT INTO pipeline_metrics AS m (run_id, batch_id, ts, duration_ms, input_rows, input_rows_per_s,
                                    processed_rows_per_s, alerts, dead_letters, groups, trigger_ms,
-                                   lag_records, pg_backlog, pg_wait_s)
-VALUES (%s, %s, COALESCE(%s, now()), %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                                   lag_records, pg_backlog, pg_wait_s, live, written_at)
+VALUES (%s, %s, COALESCE(%s, now()), %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+        CASE WHEN %s THEN clock_timestamp() END)
 ON CONFLICT (run_id, batch_id) DO UPDATE SET
     duration_ms = COALESCE(m.duration_ms, EXCLUDED.duration_ms),
     input_rows = COALESCE(m.input_rows, EXCLUDED.input_rows),
@@ -121,7 +124,9 @@ ON CONFLICT (run_id, batch_id) DO UPDATE SET
     trigger_ms = COALESCE(m.trigger_ms, EXCLUDED.trigger_ms),
     lag_records = COALESCE(m.lag_records, EXCLUDED.lag_records),
     pg_backlog = COALESCE(m.pg_backlog, EXCLUDED.pg_backlog),
-    pg_wait_s = COALESCE(m.pg_wait_s, EXCLUDED.pg_wait_s)"""
+    pg_wait_s = COALESCE(m.pg_wait_s, EXCLUDED.pg_wait_s),
+    live = COALESCE(m.live, EXCLUDED.live),
+    written_at = COALESCE(m.written_at, EXCLUDED.written_at)"""
 
 # From this many rows a statement's rows go through COPY into a temporary table and one
 # INSERT ... SELECT with the same ON CONFLICT clause (measured: about 4x faster than a pipelined
@@ -159,7 +164,8 @@ def _copy_upsert(cur: psycopg.Cursor[Any], stmt: str, rows: list[tuple[Any, ...]
 
 
 _METRIC_KEYS = ("ts", "duration_ms", "input_rows", "input_rows_per_s", "processed_rows_per_s",
-                "alerts", "dead_letters", "groups", "trigger_ms", "lag_records", "pg_backlog", "pg_wait_s")
+                "alerts", "dead_letters", "groups", "trigger_ms", "lag_records", "pg_backlog", "pg_wait_s",
+                "live")
 
 
 # -- the sink --------------------------------------------------------------------------------------
@@ -228,7 +234,9 @@ class PostgresSink:
         the last one per group becomes its group and node state, each one with a clock becomes a
         time-series point of the group and of each of its nodes. ``dead_letters``: dicts with
         topic, partition, offset, raw (bytes), reason and kafka_ts (epoch ms or aware datetime). ``metrics``: pipeline_metrics columns
-        (``ts`` in epoch ms or datetime; counts default to this batch's).
+        (``ts`` in epoch ms or datetime; counts default to this batch's; ``live``: the job ran in
+        live mode, False for a replay). The metrics row of a written batch also records when its
+        rows were written (``written_at``).
         On any error the transaction rolls back and the exception propagates.
         """
         run = self.run_id
@@ -253,7 +261,7 @@ class PostgresSink:
                 raise TypeError(f"unknown pipeline metrics: {sorted(unknown)}")
             metric_row = self._metric_row(batch_id, {
                 "alerts": len(alerts), "dead_letters": len(dead_letters), "groups": len(latest),
-                **metrics})
+                **metrics}, written=True)
 
         def write(conn: psycopg.Connection[Any]) -> bool:
             with conn.transaction(), conn.cursor() as cur:
@@ -277,11 +285,11 @@ class PostgresSink:
 
         return self._call(write)
 
-    def _metric_row(self, batch_id: int, m: Mapping[str, Any]) -> tuple[Any, ...]:
+    def _metric_row(self, batch_id: int, m: Mapping[str, Any], *, written: bool = False) -> tuple[Any, ...]:
         return (self.run_id, batch_id, ts_from_ms(m.get("ts")), m.get("duration_ms"),
                 m.get("input_rows"), m.get("input_rows_per_s"), m.get("processed_rows_per_s"),
                 m.get("alerts"), m.get("dead_letters"), m.get("groups"), m.get("trigger_ms"),
-                m.get("lag_records"), m.get("pg_backlog"), m.get("pg_wait_s"))
+                m.get("lag_records"), m.get("pg_backlog"), m.get("pg_wait_s"), m.get("live"), written)
 
     def record_run(self, params: Mapping[str, Any], status: str) -> None:
         """This run's ``replay_runs`` row (a replay: its parameters and status); ``finished_at``
@@ -299,8 +307,9 @@ class PostgresSink:
         """Record a batch's metrics outside its transaction (e.g. from a StreamingQueryListener's
         progress event, which comes after the batch committed): ts (epoch ms or datetime; default
         now), duration_ms, input_rows, input_rows_per_s, processed_rows_per_s, alerts,
-        dead_letters, groups, trigger_ms, lag_records. Merges into the batch's row: a column
-        already set keeps its value.
+        dead_letters, groups, trigger_ms, lag_records, pg_backlog, pg_wait_s, live. Merges into
+        the batch's row: a column already set keeps its value (``written_at`` is the batch write's
+        alone).
         """
         if unknown := set(metrics) - set(_METRIC_KEYS):
             raise TypeError(f"unknown pipeline metrics: {sorted(unknown)}")
@@ -330,8 +339,12 @@ class PostgresBatchSink:
     Three log lines per outage: lost, still retrying, back."""
 
     def __init__(self, pg: PostgresSink, stream_id: Callable[[], str | None] | None = None, *,
-                 backlog: Backlog | None = None, backoff: Backoff | None = None) -> None:
+                 backlog: Backlog | None = None, backoff: Backoff | None = None,
+                 live: bool | None = None) -> None:
         self.pg = pg
+        # Whether the job runs live (processing time) or replays (event time): on each batch's
+        # metrics row, so Pipeline health measures alert latency on live batches only.
+        self.live = live
         self._stream_id = stream_id
         self._bound = stream_id is None
         self.backlog = backlog if backlog is not None else Backlog()
@@ -379,7 +392,7 @@ class PostgresBatchSink:
                 # Counts now; the metrics listener adds durations and rates.
                 result.written = self.pg.write_batch(
                     result.batch_id, alerts=pending.alerts, snapshots=pending.snapshots,
-                    dead_letters=pending.dead_letters, metrics={})
+                    dead_letters=pending.dead_letters, metrics={"live": self.live})
                 return
             except OUTAGE as exc:
                 self._lost(exc)
@@ -398,7 +411,8 @@ class PostgresBatchSink:
                 waited = time.monotonic() - self._queued.get(p.batch_id, self.down_since or time.monotonic())
                 self.pg.write_batch(p.batch_id, alerts=p.alerts, snapshots=p.snapshots,
                                     dead_letters=p.dead_letters,
-                                    metrics={"pg_backlog": len(self.backlog), "pg_wait_s": round(waited, 3)})
+                                    metrics={"pg_backlog": len(self.backlog), "pg_wait_s": round(waited, 3),
+                                             "live": self.live})
                 self.backlog.pop_first()
                 self._queued.pop(p.batch_id, None)
         except OUTAGE as exc:

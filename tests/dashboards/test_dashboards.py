@@ -25,6 +25,8 @@ import hashlib
 import json
 import os
 import re
+import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -38,11 +40,13 @@ import pytest
 from replimon.core.alerts import WEDGES
 from replimon.dashboards import generate
 from replimon.dashboards.boards.families import FAMILY_PANELS
+from replimon.dashboards.boards.pipeline import BINS, LATEST
 from replimon.dashboards.common import DATASOURCE, HERE
-from replimon.dashboards.macros import TimeRange, expand
+from replimon.dashboards.macros import TimeRange, expand, interval_seconds
 
 SCHEMA_DIR = HERE / "schema"
 DQ_TABLE = "dq_results"  # rows only for validated batches: its queries are checked for columns only
+LIVE_ONLY = "m.live"  # alert latency: live batches only, none in a replay (the end-to-end run is one)
 
 # PostgreSQL type OIDs Grafana's PostgreSQL plugin turns into numbers, text, times and booleans.
 NUMERIC = {20, 21, 23, 700, 701, 1700}
@@ -315,6 +319,7 @@ class Setting:
     ranges: dict[str, TimeRange]
     families: tuple[str, ...] = ("gen", "qlog", "xcom")
     family_groups: tuple[tuple[str, str], ...] = ()  # family -> the group its panels are run for
+    live: bool = False  # the run's batches ran live (else a replay: no alert latency)
 
     def group_for(self, q: Query) -> str:
         title = q.where.rsplit("/", 1)[0]
@@ -448,7 +453,9 @@ def check_query(q: Query, setting: Setting) -> None:
         plan = conn.execute(f"EXPLAIN (FORMAT JSON) {sql}").fetchone()
     assert not column_problems(q, cols), (column_problems(q, cols), sql)
     assert plan and not index_problems(q, plan[0][0]["Plan"]), (index_problems(q, plan[0][0]["Plan"]), sql)
-    if DQ_TABLE not in q.sql:  # the data-quality table has rows only for validated batches
+    if LIVE_ONLY in q.sql and not setting.live:  # a replay has no alert latency (test_alert_latency_...)
+        assert all(v is None for r in rows for v in r), f"alert latency of a replay:\n{sql}"
+    elif DQ_TABLE not in q.sql:  # the data-quality table has rows only for validated batches
         assert rows, f"no rows where the run has data:\n{sql}"
     if q.kind == "variable":
         want = {"group": setting.group, "family": "gen", "run": setting.run}[q.where]
@@ -743,3 +750,177 @@ def test_quorum_log_panels_show_the_stored_state(qlog_run: QlogRun) -> None:
             assert r["leader"] == (", ".join(m["id"] for m in c["members"] if m["leader"]) or None)
         assert fleet["ql1"]["health"] == "warning"  # QLOG_RECOVER_STUCK is a warning wedge, open
         assert rows("fleet", "Groups/A") == [{"groups": 3, "xcom": 0, "gen": 0, "qlog": 3}]
+
+
+# -- alert latency and batch cost (docs/dashboards.md, "Alert latency", "Batch cost") -------------
+COPIES = 4  # each problem alert of the end-to-end run this many times in the live run: > LATEST violations
+LIVE_BATCHES = 6
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    setting: Setting
+    alerts: list[dict[str, Any]]  # the payloads written, with the batch that wrote each
+
+
+@pytest.fixture(scope="module")
+def live_run(e2e: Any) -> LiveRun:
+    """The end-to-end run's alerts (every kind, info and data included, resolutions too) through
+    the job's writer as a live job would write them: each copied ``COPIES`` times under its own id,
+    restamped so the latest detection is 2 s ago, in ``LIVE_BATCHES`` batches by detection time
+    (0.3 s apart), each with the listener's progress after it."""
+    from replimon.streaming.sinks.postgres import PostgresBatchSink, PostgresSink
+    from replimon.streaming.writer import BatchWriter
+    from tests.support import batch_frame
+
+    run = f"live-panels-{uuid.uuid4().hex[:8]}"
+    shift = int(time.time() * 1000) - 2000 - max(a["detected_ts_ms"] for a in e2e.pg_alerts)
+    alerts = sorted(({**a, "alert_id": f"{a['alert_id']}~{k}", "event_ts_ms": a["event_ts_ms"] + shift,
+                      "detected_ts_ms": a["detected_ts_ms"] + shift}
+                     for a in e2e.pg_alerts for k in range(COPIES)),
+                    key=lambda a: (a["detected_ts_ms"], a["alert_id"], a["status"]))
+    written = []
+    with PostgresSink(e2e.settings.postgres.dsn, run_id=run) as pg:
+        sink = PostgresBatchSink(pg, live=True)
+        writer = BatchWriter([sink], guard=sink)
+        per = -(-len(alerts) // LIVE_BATCHES)
+        for batch in range(LIVE_BATCHES):
+            part = alerts[batch * per:(batch + 1) * per]
+            writer(batch_frame(alerts=part), batch)
+            pg.write_metrics(batch, duration_ms=400 + 10 * len(part), input_rows=100 * len(part),
+                             trigger_ms=1000)
+            written += [{**a, "batch": batch} for a in part]
+            time.sleep(0.3)
+    with psycopg.connect(e2e.settings.postgres.dsn) as conn:
+        lo, hi = conn.execute("SELECT min(ts), max(ts) FROM pipeline_metrics WHERE run_id = %s",
+                              (run,)).fetchone()
+    setting = Setting(e2e.settings.postgres.dsn, run, "g1", {"pipeline": TimeRange(lo, hi, interval="1s")},
+                      live=True)
+    return LiveRun(setting, written)
+
+
+def percentile_cont(p: float, xs: list[float]) -> float:
+    """PostgreSQL's percentile_cont: linear interpolation between the closest ranks."""
+    xs = sorted(xs)
+    pos = p * (len(xs) - 1)
+    lo = int(pos)
+    return xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (pos - lo)
+
+
+def reference_latency(run: LiveRun) -> tuple[dict[tuple[float, str], tuple[float, float]], dict[str, float]]:
+    """docs/dashboards.md, "Alert latency", from what the run wrote: each problem alert's firing
+    row, from its evidence (a wedge: its detection) to its batch's ``written_at``; p50/p99 per
+    (interval of the batch's ts, category), and the p99 of each category's latest ``LATEST``."""
+    with psycopg.connect(run.setting.dsn) as conn:
+        batches = {b: (ts, at) for b, ts, at in conn.execute(
+            "SELECT batch_id, ts, written_at FROM pipeline_metrics WHERE run_id = %s",
+            (run.setting.run,))}
+    step = interval_seconds(run.setting.ranges["pipeline"].interval)
+    latencies: dict[tuple[float, str], list[float]] = {}
+    latest: dict[str, list[tuple[Any, int, str, float]]] = {}
+    for a in run.alerts:
+        if a["status"] != "firing" or a["category"] not in ("violation", "wedge"):
+            continue  # an info alert's row is an event, a data alert is not counted, nor a resolution
+        ts, at = batches[a["batch"]]
+        since = a["detected_ts_ms"] if a["category"] == "wedge" else a["event_ts_ms"]
+        value = at.timestamp() - since / 1000
+        bucket = (ts.timestamp() // step) * step
+        latencies.setdefault((bucket, a["category"]), []).append(value)
+        latest.setdefault(a["category"], []).append((ts, a["batch"], a["alert_id"], value))
+    series = {k: (percentile_cont(0.5, v), percentile_cont(0.99, v)) for k, v in latencies.items()}
+    p99 = {c: percentile_cont(0.99, [x[3] for x in sorted(v, key=lambda x: (-x[0].timestamp(), -x[1], x[2]))[:LATEST]])
+           for c, v in latest.items()}
+    return series, p99
+
+
+def rows_of(setting: Setting, dashboard: str, where: str, time_range: TimeRange | None = None) -> list[dict[str, Any]]:
+    q = query(dashboard, where)
+    with psycopg.connect(setting.dsn, autocommit=True) as conn:
+        cols, found = run_query(conn, setting.expand(q, time_range))
+    return [dict(zip([c[0] for c in cols], r, strict=True)) for r in found]
+
+
+@pytest.mark.parametrize("q", [q for q in QUERIES if LIVE_ONLY in q.sql], ids=lambda q: q.id)
+@pytest.mark.broker
+@pytest.mark.postgres
+@pytest.mark.timeout(900)
+def test_alert_latency_panels_run_against_a_live_run(q: Query, live_run: LiveRun) -> None:
+    """Each alert-latency panel as test_query_runs_against_the_e2e_run checks the others (columns,
+    rows, indexes), on live batches."""
+    check_query(q, live_run.setting)
+
+
+@pytest.mark.broker
+@pytest.mark.postgres
+@pytest.mark.timeout(900)
+def test_alert_latency_matches_its_definition(e2e: Any, setting: Setting, live_run: LiveRun) -> None:
+    """Pipeline health's *Alert latency* and *Latest p99 alert latency* equal the definition
+    computed from what the live run wrote (its violations more than LATEST, so the latest p99
+    leaves the oldest out); the end-to-end run, a replay, shows none though it has problem
+    alerts on batches that recorded their write."""
+    series, p99 = reference_latency(live_run)
+    got = {(r["time"], r["metric"]): (r["p50"], r["p99"])
+           for r in rows_of(live_run.setting, "pipeline", "Alert latency/A")}
+    assert set(got) == set(series) and {c for _, c in got} == {"violation", "wedge"}
+    assert len({t for t, _ in got}) > 1  # several intervals
+    for key, (p50, p99_) in series.items():
+        assert got[key] == (pytest.approx(p50, abs=1e-3), pytest.approx(p99_, abs=1e-3)), key
+    assert all(0 < v < 600 for pair in got.values() for v in pair)  # restamped to seconds ago
+    violations = sum(1 for a in live_run.alerts if a["category"] == "violation" and a["status"] == "firing")
+    assert violations > LATEST
+    [stat] = rows_of(live_run.setting, "pipeline", "Latest p99 alert latency/A")
+    assert stat == {"violations": pytest.approx(p99["violation"], abs=1e-3),
+                    "wedges": pytest.approx(p99["wedge"], abs=1e-3)}
+    # The replay: the job recorded its batches as not live, with their write; no latency shown.
+    with psycopg.connect(setting.dsn) as conn:
+        modes = conn.execute("SELECT DISTINCT live, written_at IS NOT NULL FROM pipeline_metrics"
+                             " WHERE run_id = %s", (setting.run,)).fetchall()
+    assert modes == [(False, True)]
+    assert any(a["category"] in ("violation", "wedge") for a in e2e.pg_alerts)
+    assert rows_of(setting, "pipeline", "Alert latency/A") == []
+    assert rows_of(setting, "pipeline", "Latest p99 alert latency/A") == [{"violations": None, "wedges": None}]
+
+
+def least_squares(points: list[tuple[float, float]]) -> tuple[float, float, float]:
+    """(intercept, slope, r²) of y against x."""
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    sxy = sum((x - mx) * (y - my) for x, y in points)
+    syy = sum((y - my) ** 2 for _, y in points)
+    slope = sxy / sxx
+    return my - slope * mx, slope, sxy * sxy / (sxx * syy)
+
+
+@pytest.mark.broker
+@pytest.mark.postgres
+@pytest.mark.timeout(900)
+def test_batch_cost_fit_matches_the_batches(setting: Setting) -> None:
+    """Pipeline health's batch-cost stats and *Batch duration against rows* equal a least-squares
+    fit computed here over the end-to-end run's batches (with and without input), on the whole
+    range and on one that leaves its first batch out."""
+    with psycopg.connect(setting.dsn) as conn:
+        batches = conn.execute("SELECT ts, input_rows, duration_ms FROM pipeline_metrics WHERE run_id = %s"
+                               " AND input_rows IS NOT NULL AND duration_ms IS NOT NULL ORDER BY ts",
+                               (setting.run,)).fetchall()
+    full = setting.ranges["pipeline"]
+    assert len(batches) >= 3 and len({b[1] for b in batches}) >= 2 and any(b[1] == 0 for b in batches)
+    for tr in (full, TimeRange(batches[1][0], full.end, interval=full.interval)):
+        points = [(float(r), float(d)) for ts, r, d in batches if tr.start <= ts <= tr.end]
+        fixed, slope, r2 = least_squares(points)
+        assert rows_of(setting, "pipeline", "Fixed cost per batch/A", tr) == [
+            {"fixed per batch": pytest.approx(fixed)}]
+        assert rows_of(setting, "pipeline", "Cost per event/A", tr) == [{"per event": pytest.approx(slope * 1000)}]
+        assert rows_of(setting, "pipeline", "Cost fit/A", tr) == [{"batches": len(points), "R²": pytest.approx(r2)}]
+        bins = rows_of(setting, "pipeline", "Batch duration against rows/A", tr)
+        lo, hi = min(x for x, _ in points), max(x for x, _ in points)
+        want: dict[int, list[tuple[float, float]]] = {}
+        for x, y in points:  # width_bucket(x, lo, hi + 1, BINS)
+            want.setdefault(int((x - lo) * BINS / (hi + 1 - lo)), []).append((x, y))
+        assert len(bins) == len(want) > 1
+        for got, (_, members) in zip(bins, sorted(want.items()), strict=True):
+            xs = sorted(int(x) for x, _ in members)
+            label = f"{xs[0]:,}" + (f"-{xs[-1]:,}" if xs[-1] > xs[0] else "") + f" rows ({len(members)})"
+            assert got == {"rows": label,
+                           "average duration": pytest.approx(sum(y for _, y in members) / len(members)),
+                           "fit": pytest.approx(sum(fixed + slope * x for x, _ in members) / len(members))}

@@ -150,3 +150,27 @@ def test_version_5_keeps_a_version_4_database_and_makes_its_groups_xcom(
     assert {g: snap for g, (_, _, snap) in groups.items()} == old
     assert series == {**{g: s["config_version"] for g, s in snaps.items()}, "g-no-map": None}
     assert sorted(nodes) == [(g, 7, None) for g in sorted(old)]
+
+
+def test_version_6_keeps_a_version_5_databases_metrics_without_a_latency(
+        fresh_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Metrics rows written before version 6 keep every value and have neither ``live`` nor
+    ``written_at`` (no alert latency, docs/dashboards.md); the alerts of a batch are found by
+    (run, batch) through the new index."""
+    import replimon.store.schema as schema
+
+    before = [m for m in migrations() if m[0] < 6]
+    monkeypatch.setattr(schema, "migrations", lambda: before)
+    assert migrate(fresh_db) == [1, 2, 3, 4, 5]
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        conn.execute("INSERT INTO pipeline_metrics (run_id, batch_id, ts, duration_ms, input_rows, trigger_ms)"
+                     " VALUES ('live', 7, now(), 850, 9451, 1000)")
+        conn.execute(_alert_sql("live", "w1", "firing", "critical", "QUORUM_LOST"))  # batch 0
+        old = conn.execute("SELECT * FROM pipeline_metrics").fetchall()
+    monkeypatch.undo()
+    assert migrate(fresh_db) == [v for v, _, _ in migrations() if v >= 6]
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        assert conn.execute("SELECT * FROM pipeline_metrics").fetchall() == [(*old[0], None, None)]
+        conn.execute("SET enable_seqscan = off")
+        plan = conn.execute("EXPLAIN SELECT alert_id FROM alerts WHERE run_id = 'live' AND batch_id = 0").fetchall()
+        assert "alerts_batch" in " ".join(r[0] for r in plan)

@@ -21,6 +21,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -107,7 +108,7 @@ def test_writer_rides_out_an_outage(broker: Any, postgres: Any, own_postgres: Em
         return writer
 
     with PostgresSink(dsn, run_id=run_id) as sink:
-        writer = fast(writer_for(settings, run_id, sink, checkpoint=str(ckpt)))
+        writer = fast(writer_for(settings, run_id, sink, checkpoint=str(ckpt), live=True))
         writer(_frame(batches[0]), 0)
         own_postgres.stop()  # PostgreSQL goes away
         writer(_frame(batches[1]), 1)  # no exception: the job goes on
@@ -116,11 +117,12 @@ def test_writer_rides_out_an_outage(broker: Any, postgres: Any, own_postgres: Em
         assert writer.guard.committed(2) and not writer.guard.committed(3)
     # The job dies during the outage and starts again: the backlog is on disk.
     with PostgresSink(dsn, run_id=run_id, migrate_schema=False) as sink:
-        writer = fast(writer_for(settings, run_id, sink, checkpoint=str(ckpt)))
+        writer = fast(writer_for(settings, run_id, sink, checkpoint=str(ckpt), live=True))
         assert [p.batch_id for p in writer.guard.backlog.items] == [1, 2]
         writer(_frame(batches[2]), 2)  # Spark runs its last batch again: already sent, skipped
         writer(_frame(batches[3]), 3)
         own_postgres.start()  # back
+        back = datetime.now(UTC)
         writer(_frame(batches[4]), 4)  # writes the backlog (1, 2, 3), then itself
         writer(_frame(batches[5]), 5)
         assert not writer.guard.backlog and not list((ckpt / "pg-backlog").iterdir())
@@ -132,7 +134,13 @@ def test_writer_rides_out_an_outage(broker: Any, postgres: Any, own_postgres: Em
     with psycopg.connect(dsn) as conn:
         waited = dict(conn.execute("SELECT batch_id, pg_backlog FROM pipeline_metrics WHERE run_id = %s"
                                    " AND pg_backlog IS NOT NULL", (run_id,)).fetchall())
+        written = {b: (live, at) for b, live, at in conn.execute(
+            "SELECT batch_id, live, written_at FROM pipeline_metrics WHERE run_id = %s", (run_id,))}
     assert set(waited) == {1, 2, 3, 4}  # 4 joined the backlog behind 1-3 and was written with them
+    # Alert latency ends when a batch's rows were in PostgreSQL: a batch of the backlog, when it
+    # was finally written (docs/dashboards.md, "Alert latency"); each as live as the job.
+    assert set(written) == set(range(6)) and all(live is True for live, _ in written.values())
+    assert written[0][1] < back <= min(written[b][1] for b in (1, 2, 3, 4, 5))
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("PostgreSQL:")]
     # One line per state change: lost, retrying; the restarted job finds the backlog, retries;
     # back. Never a line per batch.

@@ -215,6 +215,38 @@ def test_listener_metrics_merge_into_the_batch_row_once(sink: PostgresSink,
         sink.write_metrics(2, rows_per_second=1.0)
 
 
+def test_a_batch_records_when_its_rows_were_written_and_whether_it_ran_live(
+        sink: PostgresSink, payloads: dict[str, Any]) -> None:
+    """docs/dashboards.md, "Alert latency": the batch's own write records ``written_at`` (the
+    clock at its last statement: after its transaction began, when its alerts' ``inserted_at``
+    was taken) and ``live``; the listener's progress never sets ``written_at``, and neither a
+    retried batch nor a later progress event changes either."""
+    assert sink.write_batch(0, alerts=payloads["alerts"], snapshots=[], dead_letters=[],
+                            metrics={"live": True})
+    sink.write_metrics(1, duration_ms=20, input_rows=0)  # the listener first: no written_at yet
+    assert sink.write_batch(1, alerts=[], snapshots=[], dead_letters=[], metrics={"live": False})
+    sink.write_metrics(2, duration_ms=20, input_rows=0)  # a batch the sink never wrote
+
+    def rows() -> list[tuple[Any, ...]]:
+        with psycopg.connect(sink.dsn) as conn:
+            return conn.execute("SELECT batch_id, live, written_at, ts FROM pipeline_metrics"
+                                " WHERE run_id = %s ORDER BY batch_id", (sink.run_id,)).fetchall()
+
+    before = rows()
+    with psycopg.connect(sink.dsn) as conn:
+        inserted = conn.execute("SELECT DISTINCT inserted_at FROM alerts WHERE run_id = %s",
+                                (sink.run_id,)).fetchall()
+    assert len(inserted) == 1 and before[0][3] == inserted[0][0]  # one transaction: one now()
+    assert before[0][1] is True and before[0][2] >= inserted[0][0]
+    assert before[1][1] is False and before[1][2] is not None and before[1][2] > before[0][2]
+    assert before[2][1:3] == (None, None)
+    assert not sink.write_batch(0, alerts=payloads["alerts"], snapshots=[], dead_letters=[],
+                                metrics={"live": False})  # a retry: skipped
+    sink.write_metrics(0, duration_ms=850, input_rows=9451, live=False)
+    sink.write_metrics(1, duration_ms=40, input_rows=1, live=True)
+    assert rows() == before
+
+
 # -- what is stored --------------------------------------------------------------------------------
 def test_firing_and_resolved_alerts_are_both_stored(sink: PostgresSink,
                                                     payloads: dict[str, Any]) -> None:
@@ -472,7 +504,7 @@ def test_copy_and_executemany_write_the_same_rows(dsn: str, payloads: dict[str, 
     the rows stored are those of executemany (write times aside), updates included."""
     import replimon.streaming.sinks.postgres as sink_module
 
-    volatile = {"run_id", "inserted_at", "updated_at", "committed_at"}
+    volatile = {"run_id", "inserted_at", "updated_at", "committed_at", "written_at"}
     stored = []
     for copy_from in (10**9, 1):
         monkeypatch.setattr(sink_module, "_COPY_FROM", copy_from)

@@ -180,12 +180,13 @@ def batch_frame(alerts: list[dict[str, Any]] = (), snapshots: list[dict[str, Any
     return SimpleNamespace(collect=lambda: rows)
 
 
-def writer_for(settings: Any, run_id: str, pg: Any, checkpoint: str | None = None) -> Any:
-    """The job's ``foreachBatch`` writer with its sinks, driven by hand."""
+def writer_for(settings: Any, run_id: str, pg: Any, checkpoint: str | None = None,
+               live: bool | None = None) -> Any:
+    """The job's ``foreachBatch`` writer with its sinks, driven by hand (``live``: as a live job's)."""
     from replimon.streaming.checkpoint import Checkpoint
     from replimon.streaming.runner import make_writer
 
-    return make_writer(settings, run_id, Checkpoint(checkpoint) if checkpoint else None, pg=pg)
+    return make_writer(settings, run_id, Checkpoint(checkpoint) if checkpoint else None, pg=pg, live=live)
 
 
 # -- PostgreSQL runs ----------------------------------------------------------------------------------
