@@ -91,7 +91,10 @@ class ChainRules:
         if judged and ns.exec_inc >= 0 and pos < ns.exec_inc:
             execution_regression(self.ctx, ns, node, {**ev, "executed": pos}, src)
         ns.exec_inc = pos
-        if pos > ns.executed and self.live.progressed(ev["ts_ms"]):
+        cur = self.safety.current
+        # progress is a member's (a stale head writing in its old epoch moves no frontier of C(E))
+        if (pos > ns.executed and cur is not None and node in cur.chain
+                and self.live.progressed(ev["ts_ms"])):
             self.live.resume(f"{node} is at position {pos}.", ev["ts_ms"], ev, src)
         ns.executed = pos
 
