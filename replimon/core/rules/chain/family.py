@@ -102,17 +102,19 @@ class ChainRules:
         """A replica that joins the chain is expected to publish from the view on, not judged
         silent since an event it sent before it was a member; one never heard from is expected
         from the view's earliest report on (so its NODE_SILENT key does not depend on which
-        report of the view arrived first)."""
+        report of the view arrived first). The first view the monitor knows makes nobody join:
+        its members were members before the history the monitor holds."""
         cur = self.safety.current
         if cur is None:
             return
         nodes = self.ctx.nodes
-        old = () if before is None or before is cur else before.chain
+        joining = before is not None and cur is not before
         for n in cur.chain:
             ns = nodes.get(n)
             if ns is None:
                 nodes[n] = NodeState(last_ts=cur.ts)
-            elif ns.last_ev is None or cur is not before and n not in old and 0 <= ns.last_ts < cur.ts:
+            elif ns.last_ev is None or (joining and before is not None and n not in before.chain
+                                        and 0 <= ns.last_ts < cur.ts):
                 ns.last_ts = cur.ts
 
     def _on_view(self, ns: NodeState, node: str, ev: dict[str, Any], src: Src) -> None:
