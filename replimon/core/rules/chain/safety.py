@@ -144,8 +144,9 @@ class ChainSafety:
                 del self.digests[min(self.digests)]
             return
         if known[0] != ev["digest"]:
-            # store.rs ``append_entry``: an entry is written only at the next position after the
-            # CAS, so every replica's entry at (epoch, pos) is the head's.
+            # Seed "View manager glue": entries flow down the chain by AppendLogEntry's CAS; store.rs
+            # ``append_entry``: an entry is written only at the next position after the CAS, so
+            # every replica's entry at (epoch, pos) is the head's.
             self.ctx.violation(
                 "CHAIN_LOG_DIVERGENCE", ("pos", ev["pos"]),
                 f"{ev['node']} accepted digest {ev['digest']} at position {ev['pos']} of epoch "
@@ -156,7 +157,8 @@ class ChainSafety:
     def regression(self, cn: ChainNode, node: str, epoch: int, ev: dict[str, Any], here: dict[str, Any]) -> None:
         """CHAIN_EPOCH_REGRESSION: an install or heartbeat of ``node`` below its tracked epoch."""
         # Seed ``viewChanged``: ``next_epoch <= self.current_epoch`` -> WrongEpoch; the epoch of a
-        # replica only grows by that CAS.
+        # replica only grows by that CAS (views.rs writes each view by ``append_entry``'s CAS, the
+        # store never rewrites an entry below its head: store.rs).
         if 0 <= epoch < cn.epoch:
             self.ctx.violation(
                 "CHAIN_EPOCH_REGRESSION", (node, ev["incarnation"], ev["seq"]),
@@ -215,7 +217,8 @@ class ChainSafety:
         if cn.known and epoch < cn.epoch:
             # Seed "Integration with passive CM": an epoch in the replication protocol "to avoid a
             # client-proxy that hasn't yet observed a view change sending writes to what used to
-            # be the head"; "View manager glue": ``(Epoch, LogPos)`` offsets with the CAS.
+            # be the head"; "View manager glue": ``(Epoch, LogPos)`` offsets with the CAS, in place of
+            # messages.in.rs ``AppendLogEntry``'s ``LogPos`` offsets (store.rs compares them).
             ctx.violation(
                 "CHAIN_STALE_EPOCH_WRITE", (node, epoch, pos),
                 f"{node} accepted data of epoch {epoch} at position {pos} though it was already in "
@@ -242,7 +245,8 @@ class ChainSafety:
         if cn.wedged >= 0 and epoch == cn.wedged:
             # Seed "Wedging": "Record view change marking the current view as wedged (so all
             # messages with that same epoch fail as wedged)"; the quoted §4.7: the wedge is "to
-            # prevent the shard from accepting any new client requests".
+            # prevent the shard from accepting any new client requests". The code has no wedging
+            # (store.rs, replica: positions only), so the seed is the only source.
             ctx.violation(
                 "CHAIN_WEDGED_WRITE", (node, epoch),
                 f"{node} accepted data of epoch {epoch} at position {pos} after it wedged epoch "

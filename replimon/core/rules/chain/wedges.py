@@ -69,7 +69,7 @@ class ChainWedges:
             # Seed "Wedging": "we'll then need an external view manager to select a new view and
             # push the config to the new nodes"; §4.7: "Next, the sequencer issues a
             # reconfiguration of the wedged shard". A wedged epoch that no view replaces stops
-            # the chain.
+            # the chain. (The code has no wedging; views.rs only writes the views it is given.)
             cond = WEDGE + str(e)
             if cond not in ctx.open and now - max(w, ctx.quiet_end) >= lim.chain_wedge_ms:
                 ctx.fire(cond, "CHAIN_WEDGE_NOT_REPLACED", ("wedge", e),
@@ -87,16 +87,19 @@ class ChainWedges:
                 continue  # never reported a lease: NODE_SILENT's business
             since = max(cn.renewed, ctx.quiet_end)
             ev = [cn.report] if cn.report is not None else []
-            # etcd.rs: each member holds a slot with a TTL (2 s) renewed every TTL/2; seed: "Move
-            # to a 'lease' based mechanism for keeping replicas alive".
+            # etcd.rs: each member holds a slot created ``create_in_order`` with ``TTL`` (2 s) and
+            # renewed every ``TTL / 2`` (``maybe_sleep``, ``maybe_send_hb``); seed: "Move to a
+            # 'lease' based mechanism for keeping replicas alive". The TTL judged is the event's.
             if now - since > cn.ttl and (LEASE + m) not in ctx.open:
                 ctx.fire(LEASE + m, "CHAIN_LEASE_EXPIRED", (m, cn.renewed),
                          f"{m}, a member of epoch {cur.epoch if cur else '?'}, last renewed its "
                          f"{cn.ttl} ms lease {now + lim.skew_ms - cn.renewed} ms ago.",
                          cn.renewed, node=m, evidence=ev)
             # Seed: "Once the CM detects a topology change, it sends that change to the (new?)
-            # head"; a chain needs every member to commit, so a dead member left in the view
-            # stops it.
+            # head"; etcd.rs: a slot whose TTL ran out comes as a ``WatchEvent::Dead`` and leaves
+            # the member list (``update_view``) from which the next view is assembled
+            # (``current_view``). A chain needs every member to commit, so a dead member left in
+            # the view stops it.
             if now - (since + cn.ttl) >= lim.chain_view_stale_ms and (STALE + m) not in ctx.open:
                 ctx.fire(STALE + m, "CHAIN_VIEW_STALE", (m, cn.renewed + cn.ttl),
                          f"{m}'s lease expired over {lim.chain_view_stale_ms // 1000} s ago and no "
