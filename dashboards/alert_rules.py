@@ -82,6 +82,18 @@ CONDITIONS: dict[str, str] = {
     "QLOG_LEGISLATURE_REGRESSION": "A replica reported a legislature lower than one it had reported before.",
     "QLOG_NO_LEADER": "No member of the legislature in force has named itself leader for the threshold: no lease, no decrees.",
     "QLOG_RECOVER_STUCK": "A recover request started and the Reconf to its new membership has not been executed for the threshold.",
+    # the chain family (docs/rules.md, "The chain family"; docs/families.md 4.4, 4.5)
+    "CHAIN_EPOCH_REGRESSION": "A replica installed or reported an epoch lower than the one it was in, within one incarnation.",
+    "CHAIN_VIEW_NOT_CAS": "A replica installed a view that is not a CAS from its epoch and log head (wrong from_epoch, epoch not above it, or not at the next position).",
+    "CHAIN_STALE_EPOCH_WRITE": "A replica accepted data of an epoch older than the one it was already in.",
+    "CHAIN_APPEND_NOT_CAS": "A replica accepted data whose assumed (epoch, position) is not its log head, or that does not follow it.",
+    "CHAIN_WEDGED_WRITE": "A replica accepted data of an epoch it had wedged, before installing a newer one.",
+    "CHAIN_VIEW_CONFLICT": "Two replicas report different chains for one epoch.",
+    "CHAIN_TWO_HEADS": "Client writes were accepted in one epoch by a node that is not that view's head, or by two nodes.",
+    "CHAIN_LOG_DIVERGENCE": "Two replicas installed one epoch at different positions or from different epochs, or hold different entries at one position of one epoch.",
+    "CHAIN_WEDGE_NOT_REPLACED": "A replica wedged an epoch and no view with a higher epoch was installed for the threshold: the chain accepts no writes.",
+    "CHAIN_LEASE_EXPIRED": "A member of the current chain has not renewed its view-manager lease within its own TTL.",
+    "CHAIN_VIEW_STALE": "A member's lease expired and no view without it was installed for the threshold: the chain cannot commit.",
 }
 
 RUNBOOK = {

@@ -1,6 +1,7 @@
 """What a replica integration holds for ONE node of one group (``NodePublisher``): the envelope
 (``v``, ``ts_ms``, ``seq``, ``incarnation``), one method per event type (XCom's, and the
-generations family's ``gen_*``, the quorum-log family's ``qlog_*``), each event validated
+generations family's ``gen_*``, the quorum-log family's ``qlog_*``, the chain family's
+``chain_*``), each event validated
 against the contract before it leaves the process, and sent through a shared ``Publisher``
 (``publisher.py``, which documents the exceptions and thread-safety)."""
 
@@ -256,6 +257,60 @@ class NodePublisher:
         decree to execute), the lease holder it believes in (None: none)."""
         return self._publish("qlog.heartbeat", leg=leg, members=members, watermark=watermark, leader=leader,
                              status=status, suspects=suspects)
+
+    # -- the chain family (chain replication with epoch-stamped views; docs/families.md 4.2) -----
+    def chain_view(
+        self,
+        from_epoch: int,
+        epoch: int,
+        chain: list[str],
+        pos: int,
+        outcome: str = "installed",
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        """This replica installed (or refused, with ``reason``) the view ``(epoch, chain)``,
+        head..tail, CASed from ``from_epoch``, its ViewChange entry at log position ``pos``.
+        Sequence it under the store mutex (duty 1)."""
+        return self._publish("chain.view", from_epoch=from_epoch, epoch=epoch, chain=chain, pos=pos,
+                             outcome=outcome, reason=reason)
+
+    def chain_wedge(self, epoch: int, reason: str, suspect: str | None = None) -> dict[str, Any]:
+        """This replica recorded its view of ``epoch`` as wedged (``reason``: suspect_upstream,
+        suspect_downstream or command; ``suspect``: the peer it suspects)."""
+        return self._publish("chain.wedge", epoch=epoch, reason=reason, suspect=suspect)
+
+    def chain_append(
+        self,
+        assumed: Mapping[str, int],
+        epoch: int,
+        pos: int,
+        origin: str,
+        outcome: str,
+        count: int = 1,
+        digest: str | None = None,
+    ) -> dict[str, Any]:
+        """This replica's store handled a run of ``count`` data entries of ``epoch`` at ``pos``
+        .. ``pos + count - 1`` with one ``outcome``; ``assumed`` (``{epoch, pos}``) is the CAS
+        precondition of the run's first append; ``digest`` with ``count`` 1 only. Every accepted
+        append must be reported (in runs if need be) before the next heartbeat."""
+        return self._publish("chain.append", assumed=assumed, epoch=epoch, pos=pos, count=count,
+                             origin=origin, outcome=outcome, digest=digest)
+
+    def chain_heartbeat(
+        self,
+        epoch: int,
+        chain: list[str],
+        wedged: bool,
+        pos: int,
+        ttl_ms: int,
+        status: str,
+        stable: int | None = None,
+    ) -> dict[str, Any]:
+        """After each renewal of this replica's view-manager lease (at least every second): its
+        view, whether it is wedged, its last log position, the lease's TTL, the tail's
+        acknowledged position where known."""
+        return self._publish("chain.heartbeat", epoch=epoch, chain=chain, wedged=wedged, pos=pos,
+                             stable=stable, ttl_ms=ttl_ms, status=status)
 
     def _publish(self, event_type: str, **fields: Any) -> dict[str, Any]:
         with self._lock:

@@ -140,6 +140,8 @@ class Thresholds(_Section):
     gen_vote_stuck_s: float = Field(30.0, gt=0, description="generations: a promised number nobody switched to")
     qlog_no_leader_s: float = Field(15.0, gt=0, description="quorum log: no member holds the lease this long")
     qlog_recover_stuck_s: float = Field(60.0, gt=0, description="quorum log: a recovery not completed this long")
+    chain_wedge_s: float = Field(10.0, gt=0, description="chain: a wedged epoch not replaced by a view this long")
+    chain_view_stale_s: float = Field(10.0, gt=0, description="chain: a member's expired lease not followed by a view without it this long")
 
     @model_validator(mode="after")
     def _domain_ordered(self) -> Thresholds:

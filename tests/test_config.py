@@ -181,7 +181,7 @@ YAML_ERRORS = [
     ("bad-syntax", "thresholds:\n  node_silent_s: [1\n", ["not valid YAML", "line"]),
     ("tab-indent", "thresholds:\n\tnode_silent_s: 1\n", ["not valid YAML"]),
     ("top-level-list", "- thresholds\n", ["mapping"]),
-    ("unknown-family", "families:\n  'pg*': raft\n", ["families", "'raft'", "known: gen, qlog, xcom"]),
+    ("unknown-family", "families:\n  'pg*': raft\n", ["families", "'raft'", "known: chain, gen, qlog, xcom"]),
 ]
 
 
@@ -286,3 +286,18 @@ def test_families_pin_groups_in_order(tmp_path: Path) -> None:
     path = write(tmp_path, "families:\n  pg-special: xcom\n  'pg*': gen\n")
     assert load_settings(path=path).family_pins == (("pg-special", "xcom"), ("pg*", "gen"))
     assert load_settings(path=write(tmp_path, "kafka: {}\n", "empty.yaml")).family_pins == ()
+
+
+def test_chain_thresholds_in_the_file_and_in_the_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/families.md 5.3: chain_wedge_s and chain_view_stale_s, 10 s each, overridable; the
+    lease lengths are the events' own (no threshold)."""
+    from replimon.core.limits import Limits
+
+    conf = yaml.safe_load((Path(__file__).resolve().parents[1] / "conf" / "replimon.yaml").read_text())
+    assert (conf["thresholds"]["chain_wedge_s"], conf["thresholds"]["chain_view_stale_s"]) == (10, 10)
+    lim = Limits.from_settings(Settings())
+    assert (lim.chain_wedge_ms, lim.chain_view_stale_ms) == (10_000, 10_000)
+    monkeypatch.setenv("REPLIMON_THRESHOLDS__CHAIN_WEDGE_S", "3")
+    lim = Limits.from_settings(load_settings(thresholds={"chain_view_stale_s": 4.5}))
+    assert (lim.chain_wedge_ms, lim.chain_view_stale_ms) == (3000, 4500)
+    assert not any("ttl" in name for name in Thresholds.model_fields)

@@ -1,6 +1,6 @@
 """Event contract v1 (docs/contract.md): models, parser, JSON Schema; XCom's types and the
 generations family's (``gen.*``, docs/families.md section 2) and the quorum-log family's
-(``qlog.*``, section 3)."""
+(``qlog.*``, section 3) and the chain family's (``chain.*``, section 4)."""
 
 from replimon.contract.models import (
     EVENT_FAMILIES,
@@ -14,6 +14,13 @@ from replimon.contract.models import (
     Member,
     NodeRef,
     View,
+)
+from replimon.contract.models_chain import (
+    ChainAppend,
+    ChainHeartbeat,
+    ChainView,
+    ChainWedge,
+    LogPos,
 )
 from replimon.contract.models_gen import (
     Generation,
@@ -47,6 +54,10 @@ __all__ = [
     "EVENT_TYPES",
     "AnyEvent",
     "Ballot",
+    "ChainAppend",
+    "ChainHeartbeat",
+    "ChainView",
+    "ChainWedge",
     "ConfigCommand",
     "ConfigReport",
     "Decision",
@@ -59,6 +70,7 @@ __all__ = [
     "Heartbeat",
     "LastVote",
     "Invalid",
+    "LogPos",
     "Member",
     "NodeRef",
     "QlogDecree",

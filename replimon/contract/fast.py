@@ -12,8 +12,8 @@ event, about as much as the rest of the monitor; these checks cost about one.
 
 Where it is deliberately narrower than the models (False, so the models decide): a free-text
 field (``version``, ``reason``, ``gid``) that is not ASCII; anything ``None`` (the models refuse
-null). It covers XCom's types, the generations family's (``models_gen.py``) and the quorum-log
-family's (``models_qlog.py``).
+null). It covers XCom's types, the generations family's (``models_gen.py``), the quorum-log
+family's (``models_qlog.py``) and the chain family's (``models_chain.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,13 @@ import re
 from typing import Any
 
 from replimon.contract.models import CONFIG_OPS, DECISION_KINDS, INT64_MAX, STATUSES
+from replimon.contract.models_chain import (
+    APPEND_ORIGINS,
+    APPEND_OUTCOMES,
+    VIEW_OUTCOMES,
+    VIEW_REASONS,
+    WEDGE_REASONS,
+)
 from replimon.contract.models_gen import (
     GEN_CAUSES,
     GEN_STATUSES,
@@ -59,6 +66,12 @@ _KEYS = {
                      frozenset(("relocated", "synced_with"))),
     "qlog.heartbeat": (_ENVELOPE | {"leg", "members", "watermark", "status", "suspects"},
                        frozenset(("leader",))),
+    "chain.view": (_ENVELOPE | {"from_epoch", "epoch", "chain", "pos", "outcome"}, frozenset(("reason",))),
+    "chain.wedge": (_ENVELOPE | {"epoch", "reason"}, frozenset(("suspect",))),
+    "chain.append": (_ENVELOPE | {"assumed", "epoch", "pos", "count", "origin", "outcome"},
+                     frozenset(("digest",))),
+    "chain.heartbeat": (_ENVELOPE | {"epoch", "chain", "wedged", "pos", "ttl_ms", "status"},
+                        frozenset(("stable",))),
 }
 _ALLOWED = {t: required | optional for t, (required, optional) in _KEYS.items()}
 _KINDS = frozenset(DECISION_KINDS)
@@ -287,11 +300,47 @@ def _qlog_heartbeat(e: dict[str, Any]) -> bool:
             and _id_set(e["suspects"]))
 
 
+# ---------------------------------------------------------------- chain views (models_chain.py)
+_LOGPOS_KEYS = frozenset(("epoch", "pos"))
+
+
+def _chain_view(e: dict[str, Any]) -> bool:
+    outcome = e["outcome"]
+    if not (_nonneg(e["from_epoch"]) and _nonneg(e["epoch"]) and _id_set(e["chain"], True)
+            and _nonneg(e["pos"]) and _one_of(outcome, VIEW_OUTCOMES)):
+        return False
+    if outcome == "rejected":
+        return "reason" in e and _one_of(e["reason"], VIEW_REASONS)
+    return "reason" not in e
+
+
+def _chain_wedge(e: dict[str, Any]) -> bool:
+    return (_nonneg(e["epoch"]) and _one_of(e["reason"], WEDGE_REASONS)
+            and ("suspect" not in e or _id(e["suspect"])))
+
+
+def _chain_append(e: dict[str, Any]) -> bool:
+    a, pos, count = e["assumed"], e["pos"], e["count"]
+    if not (type(a) is dict and a.keys() == _LOGPOS_KEYS and _nonneg(a["epoch"]) and _nonneg(a["pos"])
+            and _nonneg(e["epoch"]) and _nonneg(pos) and _positive(count)
+            and pos + count - 1 <= INT64_MAX and _one_of(e["origin"], APPEND_ORIGINS)
+            and _one_of(e["outcome"], APPEND_OUTCOMES)):
+        return False
+    return "digest" not in e or (count == 1 and type(e["digest"]) is str and _DIGEST(e["digest"]) is not None)
+
+
+def _chain_heartbeat(e: dict[str, Any]) -> bool:
+    return (_nonneg(e["epoch"]) and _id_set(e["chain"], True) and type(e["wedged"]) is bool
+            and _nonneg(e["pos"]) and ("stable" not in e or _nonneg(e["stable"]))
+            and _positive(e["ttl_ms"]) and _id(e["status"]))
+
+
 _BODY = {"decision": _decision, "execution": lambda e: _nonneg(e["executed"]),
          "heartbeat": _heartbeat, "config": _report, "gen.state": _gen_state,
          "gen.xact": _gen_xact, "gen.heartbeat": _gen_heartbeat, "qlog.decree": _qlog_decree,
          "qlog.passed": _qlog_passed, "qlog.recover": _qlog_recover,
-         "qlog.heartbeat": _qlog_heartbeat}
+         "qlog.heartbeat": _qlog_heartbeat, "chain.view": _chain_view, "chain.wedge": _chain_wedge,
+         "chain.append": _chain_append, "chain.heartbeat": _chain_heartbeat}
 
 
 def accepts(obj: Any) -> bool:

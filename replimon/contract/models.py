@@ -20,7 +20,7 @@ Values that are well-formed but unsafe (an event horizon of 500, an old protocol
 here: they are what the monitor's rules exist to catch (EH_OUT_OF_DOMAIN and friends).
 
 These are XCom's types; the generations family's are in ``models_gen.py``, the quorum-log
-family's in ``models_qlog.py``. ``Event`` below is the
+family's in ``models_qlog.py``, the chain family's in ``models_chain.py``. ``Event`` below is the
 one union of every family's types (docs/contract.md, "Protocol families").
 """
 
@@ -31,6 +31,13 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from replimon.contract.base import INT64_MAX, Id, NonNeg, Positive, _Envelope, _Strict
+from replimon.contract.models_chain import (
+    CHAIN_TYPES,
+    ChainAppend,
+    ChainHeartbeat,
+    ChainView,
+    ChainWedge,
+)
 from replimon.contract.models_gen import GEN_TYPES, GenHeartbeat, GenState, GenXact
 from replimon.contract.models_qlog import (
     QLOG_TYPES,
@@ -43,11 +50,11 @@ from replimon.contract.models_qlog import (
 Digest = Annotated[str, Field(pattern=r"^[0-9a-fA-F]{1,128}$")]
 
 XCOM_TYPES = ("decision", "execution", "heartbeat", "config")
-EVENT_TYPES = XCOM_TYPES + GEN_TYPES + QLOG_TYPES
+EVENT_TYPES = XCOM_TYPES + GEN_TYPES + QLOG_TYPES + CHAIN_TYPES
 # Each type's protocol family (docs/families.md 1.1): the unprefixed types are XCom's, the others
 # are ``<family>.<kind>``. The core has its own ``family_of``; the contract must not import it.
 EVENT_FAMILIES = {**dict.fromkeys(XCOM_TYPES, "xcom"), **dict.fromkeys(GEN_TYPES, "gen"),
-                  **dict.fromkeys(QLOG_TYPES, "qlog")}
+                  **dict.fromkeys(QLOG_TYPES, "qlog"), **dict.fromkeys(CHAIN_TYPES, "chain")}
 # Which replica topic carries each type (docs/families.md 1.3), named by its role; the topics'
 # names are configuration (``kafka.topics``).
 EVENT_TOPICS = {
@@ -55,6 +62,8 @@ EVENT_TOPICS = {
     "gen.xact": "decisions", "gen.heartbeat": "heartbeats", "gen.state": "config",
     "qlog.passed": "decisions", "qlog.decree": "decisions", "qlog.heartbeat": "heartbeats",
     "qlog.recover": "config",
+    "chain.append": "decisions", "chain.heartbeat": "heartbeats", "chain.view": "config",
+    "chain.wedge": "config",
 }
 DECISION_KINDS = ("app", "noop", "config")
 CONFIG_OPS = ("boot", "add_nodes", "remove_nodes", "set_event_horizon")
@@ -268,6 +277,7 @@ class ConfigReport(_Envelope):
 
 Event = Annotated[
     Decision | Execution | Heartbeat | ConfigReport | GenState | GenXact | GenHeartbeat
-    | QlogDecree | QlogPassed | QlogRecover | QlogHeartbeat,
+    | QlogDecree | QlogPassed | QlogRecover | QlogHeartbeat
+    | ChainView | ChainWedge | ChainAppend | ChainHeartbeat,
     Field(discriminator="type"),
 ]

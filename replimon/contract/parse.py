@@ -32,10 +32,11 @@ from replimon.contract.models import (
     Execution,
     Heartbeat,
 )
+from replimon.contract.models_chain import ChainEvent
 from replimon.contract.models_gen import GenEvent
 from replimon.contract.models_qlog import QlogEvent
 
-AnyEvent = Decision | Execution | Heartbeat | ConfigReport | GenEvent | QlogEvent
+AnyEvent = Decision | Execution | Heartbeat | ConfigReport | GenEvent | QlogEvent | ChainEvent
 
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
 # orjson: the one JSON decode of every message (about twice json's speed here, bench/core.py).

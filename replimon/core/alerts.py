@@ -73,6 +73,20 @@ KINDS: dict[str, tuple[str, str]] = {
     "QLOG_NO_LEADER": (CRITICAL, WEDGE),
     "QLOG_RECOVER_STUCK": (WARNING, WEDGE),
     "QLOG_RECONFIGURED": (INFO, INFO),
+    # The chain family (docs/families.md 4.4, 4.5).
+    "CHAIN_EPOCH_REGRESSION": (CRITICAL, VIOLATION),
+    "CHAIN_VIEW_NOT_CAS": (CRITICAL, VIOLATION),
+    "CHAIN_STALE_EPOCH_WRITE": (CRITICAL, VIOLATION),
+    "CHAIN_APPEND_NOT_CAS": (CRITICAL, VIOLATION),
+    "CHAIN_WEDGED_WRITE": (CRITICAL, VIOLATION),
+    "CHAIN_VIEW_CONFLICT": (CRITICAL, VIOLATION),
+    "CHAIN_TWO_HEADS": (CRITICAL, VIOLATION),
+    "CHAIN_LOG_DIVERGENCE": (CRITICAL, VIOLATION),
+    "CHAIN_ADD_NOT_AT_TAIL": (WARNING, VIOLATION),
+    "CHAIN_WEDGE_NOT_REPLACED": (CRITICAL, WEDGE),
+    "CHAIN_LEASE_EXPIRED": (WARNING, WEDGE),
+    "CHAIN_VIEW_STALE": (CRITICAL, WEDGE),
+    "CHAIN_VIEW_INSTALLED": (INFO, INFO),
     # Raised by the streaming job (replimon.streaming.data_loss, docs/operations.md "Data loss"),
     # not by the core: a partition of an input topic moved back, the group's history was cut.
     "DATA_LOST": (WARNING, DATA),
@@ -93,6 +107,8 @@ def alert_id(group: str, kind: str, key: object) -> str:
 
 _QLOG_KEYS = ("num", "leg", "new_leg", "members", "ballot", "acked", "recovery", "phase", "old",
               "new", "relocated", "synced_with", "watermark", "leader")
+_CHAIN_KEYS = ("from_epoch", "epoch", "chain", "pos", "reason", "suspect", "assumed", "origin",
+               "wedged", "stable", "ttl_ms")
 
 
 def ref(event: dict[str, Any], src: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -112,6 +128,10 @@ def ref(event: dict[str, Any], src: dict[str, Any] | None = None) -> dict[str, A
         out["suspects"] = event["suspects"]
     if event["type"].startswith("qlog."):  # the quorum log's own fields (docs/families.md 3.2)
         for key in _QLOG_KEYS:
+            if key in event:
+                out[key] = event[key]
+    elif event["type"].startswith("chain."):  # the chain family's own (docs/families.md 4.2)
+        for key in _CHAIN_KEYS:
             if key in event:
                 out[key] = event[key]
     if src:

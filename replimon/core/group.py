@@ -27,6 +27,7 @@ from replimon.core.codec import check_version, dump, family_of_state, load
 from replimon.core.limits import Limits
 from replimon.core.rules.admission import Admission
 from replimon.core.rules.base import Context, Handler, NodeState, Src
+from replimon.core.rules.chain.family import CHAIN, ChainRules
 from replimon.core.rules.family import XCOM, FamilyRules, family_of
 from replimon.core.rules.gen.family import GEN, GenRules
 from replimon.core.rules.liveness import Liveness
@@ -38,7 +39,8 @@ from replimon.core.rules.xcom.family import XComRules
 EVAL_STEP_MS = 250
 
 # The protocol families the monitor knows, by name (``rules/family.py``).
-FAMILIES: dict[str, Callable[[Context, Liveness], FamilyRules]] = {XCOM: XComRules, GEN: GenRules, QLOG: QlogRules}
+FAMILIES: dict[str, Callable[[Context, Liveness], FamilyRules]] = {
+    XCOM: XComRules, GEN: GenRules, QLOG: QlogRules, CHAIN: ChainRules}
 
 
 class GroupMonitor:

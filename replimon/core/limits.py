@@ -27,6 +27,8 @@ class Limits:
     gen_vote_stuck_ms: int = 30_000
     qlog_no_leader_ms: int = 15_000  # quorum-log wedges (docs/rules.md, "The quorum-log family")
     qlog_recover_stuck_ms: int = 60_000
+    chain_wedge_ms: int = 10_000  # chain wedges (docs/rules.md, "The chain family")
+    chain_view_stale_ms: int = 10_000
 
     @classmethod
     def from_settings(cls, settings: Any) -> Limits:
@@ -53,4 +55,6 @@ class Limits:
             gen_vote_stuck_ms=ms(th.gen_vote_stuck_s),
             qlog_no_leader_ms=ms(th.qlog_no_leader_s),
             qlog_recover_stuck_ms=ms(th.qlog_recover_stuck_s),
+            chain_wedge_ms=ms(th.chain_wedge_s),
+            chain_view_stale_ms=ms(th.chain_view_stale_s),
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from replimon.contract import QlogDecree, QlogHeartbeat, QlogPassed, QlogRecover
-from tests.support.contract_cases import BAD_IDS, BAD_INTS, Case, drop, edit
+from tests.support.contract_cases import Case, bad_id_cases, bad_int_cases, drop, edit
 
 ENV = {"v": 1, "group": "ql1", "node": "A", "ts_ms": 1767225600000, "seq": 0, "incarnation": 0}
 ABCDE = ["A", "B", "C", "D", "E"]
@@ -111,20 +111,11 @@ VALID: list[Case] = [
 
 
 def _ints() -> list[Case]:
-    return [Case(f"qlog-{base}-{path}-{label}", edit(BASES[base], **{path: value}),
-                 path.split(".")[-1], schema)
-            for base, path in INT_FIELDS for label, value, schema in BAD_INTS]
+    return bad_int_cases("qlog", BASES, INT_FIELDS)
 
 
 def _ids() -> list[Case]:
-    cases = []
-    for base, path in ID_FIELDS:
-        parts = path.split(".")
-        field = parts[-2] if parts[-1].isdigit() else parts[-1]
-        for label, value, schema in BAD_IDS:
-            cases.append(Case(f"qlog-{base}-{path}-{label}", edit(BASES[base], **{path: value}),
-                              field, schema))
-    return cases
+    return bad_id_cases("qlog", BASES, ID_FIELDS)
 
 
 REQUIRED = {

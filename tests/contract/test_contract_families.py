@@ -1,4 +1,4 @@
-"""Every protocol family's contract cases (``gen_cases.py``, ``qlog_cases.py``) through
+"""Every protocol family's contract cases (``gen_cases.py``, ``qlog_cases.py``, ``chain_cases.py``) through
 ``parse_event``, the checked-in JSON Schema, the fast acceptance check and ``decode_event``, as
 ``test_contract.py`` runs XCom's.
 
@@ -22,13 +22,13 @@ import pytest
 
 from replimon.contract import Invalid, decode_event, event_to_dict, parse_event
 from replimon.contract.fast import accepts
-from tests.contract import gen_cases, qlog_cases
+from tests.contract import chain_cases, gen_cases, qlog_cases
 from tests.contract.test_contract import names
 from tests.contract.test_decode import _mutate_record, _serialize
 from tests.support.contract_cases import SCHEMA_FILE, Case, params, wire
 
-FAMILIES = {"gen": gen_cases, "qlog": qlog_cases}
-MODEL_OF = {**gen_cases.MODEL_OF, **qlog_cases.MODEL_OF}
+FAMILIES = {"gen": gen_cases, "qlog": qlog_cases, "chain": chain_cases}
+MODEL_OF = {**gen_cases.MODEL_OF, **qlog_cases.MODEL_OF, **chain_cases.MODEL_OF}
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def errors(validator: jsonschema.Draft202012Validator, record: dict[str, Any]) -
     return [e.message for e in validator.iter_errors(json.loads(wire(record)))]
 
 
-@pytest.mark.parametrize("case", params(gen_cases.VALID + qlog_cases.VALID))
+@pytest.mark.parametrize("case", params(gen_cases.VALID + qlog_cases.VALID + chain_cases.VALID))
 def test_valid_record_parses(case: Case, validator: jsonschema.Draft202012Validator) -> None:
     event = parse_event(wire(case.record))
     assert not isinstance(event, Invalid), event.reason
@@ -51,7 +51,7 @@ def test_valid_record_parses(case: Case, validator: jsonschema.Draft202012Valida
     assert errors(validator, case.record) == []
 
 
-@pytest.mark.parametrize("case", params(gen_cases.INVALID + qlog_cases.INVALID))
+@pytest.mark.parametrize("case", params(gen_cases.INVALID + qlog_cases.INVALID + chain_cases.INVALID))
 def test_invalid_record_is_rejected(case: Case, validator: jsonschema.Draft202012Validator) -> None:
     assert case.field is not None
     result = parse_event(wire(case.record))
@@ -74,7 +74,7 @@ def test_fast_check_takes_every_valid_ascii_record_and_no_invalid_one(cases: Mod
     assert not unsound, unsound[:5]
 
 
-@pytest.mark.parametrize(("cases", "seed"), [(gen_cases, 141), (qlog_cases, 153)], ids=FAMILIES.keys())
+@pytest.mark.parametrize(("cases", "seed"), [(gen_cases, 141), (qlog_cases, 153), (chain_cases, 167)], ids=FAMILIES.keys())
 def test_decode_and_parse_agree_on_mutations(cases: ModuleType, seed: int) -> None:
     rng = random.Random(seed)
     bases = [c.record for c in cases.VALID]

@@ -20,7 +20,7 @@ def test_an_event_type_names_its_family(event_type: str, family: str) -> None:
 
 
 def test_each_known_family_owns_its_types() -> None:
-    assert set(FAMILIES) == {XCOM, "gen", "qlog"}
+    assert set(FAMILIES) == {XCOM, "gen", "qlog", "chain"}
     assert FAMILIES[XCOM] is XComRules
     for name, rules in FAMILIES.items():
         assert rules.name == name  # type: ignore[attr-defined]
@@ -28,7 +28,7 @@ def test_each_known_family_owns_its_types() -> None:
 
 
 def test_an_unknown_family_is_refused_by_name() -> None:
-    with pytest.raises(ValueError, match="unknown protocol family 'nope' \\(known: xcom, gen, qlog\\)"):
+    with pytest.raises(ValueError, match="unknown protocol family 'nope' \\(known: xcom, gen, qlog, chain\\)"):
         GroupMonitor("g1", family="nope")
     state = GroupMonitor("g1").to_state()
     with pytest.raises(ValueError, match="unknown protocol family 'nope'"):

@@ -15,13 +15,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from replimon.contract import Invalid, decode_event
 from replimon.core import GroupMonitor, Monitor
 from replimon.core.alerts import INFO, KINDS, Alert
 from replimon.core.limits import Limits
-from tests.core.test_properties import _settings, shuffle_within
+from tests.core.test_properties import _settings
+from tests.support.family_trace import (
+    T0,
+    EventTrace,
+    assert_same_ids_whatever_the_arrival_order,
+    assert_state_through_json_changes_nothing,
+    in_time_order,
+    info_only_whatever_the_arrival_order,
+)
 
-T0 = 1_700_000_000_000
 SKEW_MS = Limits().skew_ms
 ABCDE = ["A", "B", "C", "D", "E"]
 
@@ -39,27 +45,12 @@ def values(d: str = "aa") -> dict[str, Any]:
     return {"kind": "values", "digest": d}
 
 
-class Trace:
+class Trace(EventTrace):
     """Events of one group ``ql1``, each replica with its own seq (one seq space per node and
     incarnation, duty 1)."""
 
     def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-        self.seq: dict[tuple[str, int], int] = {}
-        self.inc: dict[str, int] = {}
-
-    def _emit(self, node: str, etype: str, ts: int, **fields: Any) -> dict[str, Any]:
-        inc = self.inc.get(node, 0)
-        s = self.seq.get((node, inc), 0)
-        self.seq[(node, inc)] = s + 1
-        ev = {"v": 1, "type": etype, "group": "ql1", "node": node, "ts_ms": T0 + ts, "seq": s,
-              "incarnation": inc, **fields}
-        assert not isinstance(decode_event(json.dumps(ev)), Invalid), decode_event(json.dumps(ev))
-        self.events.append(ev)
-        return ev
-
-    def restart(self, node: str) -> None:
-        self.inc[node] = self.inc.get(node, 0) + 1
+        super().__init__("ql1")
 
     def hb(self, node: str, ts: int, leg: int, members: list[str], wm: int, *,
            leader: str | None = None, suspects: list[str] = ()) -> None:  # type: ignore[assignment]
@@ -510,23 +501,7 @@ def histories() -> dict[str, list[dict[str, Any]]]:
 
 @pytest.mark.parametrize("name", sorted(histories()))
 def test_state_through_json_at_every_cut_changes_nothing(name: str) -> None:
-    events = histories()[name]
-
-    def run(cut: int | None) -> list[dict[str, Any]]:
-        g = GroupMonitor("ql1")
-        out: list[Alert] = []
-        for i, ev in enumerate(events):
-            if i == cut:
-                g = GroupMonitor.from_state(json.loads(json.dumps(g.to_state())))
-            out.extend(g.on_event(ev))
-        out += g.on_timer(events[-1]["ts_ms"] + 100_000)
-        out += g.flush()
-        return [a.to_dict() for a in out]
-
-    whole = run(None)
-    assert whole  # every history raises something
-    for cut in range(1, len(events)):
-        assert run(cut) == whole, cut
+    assert_state_through_json_changes_nothing(histories()[name], "ql1", timer_after_ms=100_000)
 
 
 def test_state_restored_mid_wedge_fires_and_resolves_the_same() -> None:
@@ -624,29 +599,15 @@ def clean_history(seed: int, steps: int = 60) -> list[dict[str, Any]]:
                 t.hb(n, last[n], leg, members, k, leader=leader)
     beat_until(ts + 3000)
     # each replica publishes in its own time order (one thread, duty 1): seq follows ts
-    t.events.sort(key=lambda e: e["ts_ms"])
-    seqs: dict[str, int] = {}
-    for e in t.events:
-        e["seq"] = seqs.get(e["node"], 0)
-        seqs[e["node"]] = e["seq"] + 1
-    return t.events
+    return in_time_order(t.events)
 
 
 @given(st.integers(0, 10_000))
 @_settings(40)
 def test_random_clean_histories_raise_nothing_whatever_the_arrival_order(seed: int) -> None:
-    events = clean_history(seed)
-    alerts = Monitor().run(events)
-    assert [a.kind for a in alerts if a.severity != INFO] == []
-    reconfigured = {(a.kind, a.alert_id) for a in alerts}
-    shuffled = shuffle_within(events, random.Random(seed), SKEW_MS, keep_node_order=False)
-    assert {(a.kind, a.alert_id) for a in Monitor().run(shuffled)} == reconfigured
+    info_only_whatever_the_arrival_order(clean_history(seed), seed)
 
 
 @pytest.mark.parametrize("name", sorted(histories()))
 def test_worked_histories_give_the_same_ids_whatever_the_arrival_order(name: str) -> None:
-    events = histories()[name]
-    want = {(a.kind, a.alert_id, a.status) for a in Monitor().run(events)}
-    for seed in range(20):
-        shuffled = shuffle_within(events, random.Random(seed), SKEW_MS, keep_node_order=False)
-        assert {(a.kind, a.alert_id, a.status) for a in Monitor().run(shuffled)} == want, seed
+    assert_same_ids_whatever_the_arrival_order(histories()[name])

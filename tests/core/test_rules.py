@@ -1050,7 +1050,7 @@ def test_every_kind_has_a_history() -> None:
     # CLOCK_SKEW from the fleet and the job, which judge a clock against others (test_clocks.py);
     # the generations family's kinds have theirs in test_gen_rules.py and test_gen_simulated.py.
     # FAMILY_CONFLICT from a group given another family's event (test_family.py).
-    xcom = {k for k in KINDS if not k.startswith(("GEN_", "QLOG_"))} - {"DATA_QUALITY_FAILED", "CLOCK_SKEW", "FAMILY_CONFLICT",
+    xcom = {k for k in KINDS if not k.startswith(("GEN_", "QLOG_", "CHAIN_"))} - {"DATA_QUALITY_FAILED", "CLOCK_SKEW", "FAMILY_CONFLICT",
                                                            "DATA_LOST"}
     assert {case.split("/")[0] for case in HISTORIES} == xcom
 
@@ -1093,8 +1093,9 @@ def _resolving(kind: str) -> tuple[list[dict[str, object]], Limits | None]:
     return h.events, None
 
 
-# The generations family's wedges resolve in tests/core/test_gen_simulated.py, the quorum log's in test_qlog_rules.py.
-@pytest.mark.parametrize("kind", sorted(k for k in WEDGES - {"GROUP_SILENT"} if not k.startswith(("GEN_", "QLOG_"))))
+# The generations family's wedges resolve in tests/core/test_gen_simulated.py, the quorum log's in test_qlog_rules.py,
+# the chain family's in test_chain_rules.py.
+@pytest.mark.parametrize("kind", sorted(k for k in WEDGES - {"GROUP_SILENT"} if not k.startswith(("GEN_", "QLOG_", "CHAIN_"))))
 def test_wedges_resolve_under_the_same_id(kind: str) -> None:
     events, limits = _resolving(kind)
     run = replay(events, limits)

@@ -325,7 +325,23 @@ def _qlog_node(node: NodePublisher, topics: Topics) -> tuple[list[Any], dict[str
                  "qlog.decree": topics.decisions, "qlog.recover": topics.config}
 
 
-@pytest.mark.parametrize("family", [_gen_node, _qlog_node], ids=["gen", "qlog"])
+def _chain_node(node: NodePublisher, topics: Topics) -> tuple[list[Any], dict[str, str]]:
+    bcd = ["B", "C", "D"]
+    node.chain_view(10, 14, bcd, 101)
+    node.chain_wedge(14, "suspect_downstream", suspect="C")
+    node.chain_append({"epoch": 14, "pos": 101}, 14, 102, "client", "accepted", digest="ab12")
+    node.chain_heartbeat(14, bcd, True, 102, 2000, "active", stable=101)
+    bad = [
+        (lambda: node.chain_view(10, 14, bcd, 101, reason="WrongEpoch"), "reason"),
+        (lambda: node.chain_append({"epoch": 14, "pos": 102}, 14, 103, "upstream", "accepted", count=2,
+                                   digest="ab"), "digest"),
+        (lambda: node.chain_heartbeat(14, ["B", "B"], False, 102, 2000, "active"), "twice"),
+    ]
+    return bad, {"chain.view": topics.config, "chain.wedge": topics.config, "chain.append": topics.decisions,
+                 "chain.heartbeat": topics.heartbeats}
+
+
+@pytest.mark.parametrize("family", [_gen_node, _qlog_node, _chain_node], ids=["gen", "qlog", "chain"])
 def test_a_family_node_publishes_valid_events_on_the_topics_of_their_role(
     broker: Any, topics: Topics, publisher: Publisher, family: Any
 ) -> None:

@@ -57,7 +57,7 @@ def test_a_type_on_the_wrong_topic_is_a_dead_letter_with_the_topics_types() -> N
     (dead,) = [r for r in decoded([(TOPICS.heartbeats, state)]) if r["group"] == DEAD_KEY]
     (letter,) = unpack(dead["items"])
     assert letter[4] == (f"type: 'gen.state' does not belong on topic '{TOPICS.heartbeats}' "
-                         "(it carries gen.heartbeat or heartbeat or qlog.heartbeat events)")
+                         "(it carries chain.heartbeat or gen.heartbeat or heartbeat or qlog.heartbeat events)")
 
 
 def test_a_clock_far_ahead_does_not_move_its_groups_time() -> None:

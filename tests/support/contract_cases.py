@@ -449,3 +449,22 @@ JUNK = [
     ("oversized-str", " " * MIB + wire(EXECUTION).decode(), "1 MiB"),
     ("lone-surrogate-str", '{"v": 1, "group": "\ud800"}', ""),
 ]
+
+
+def bad_int_cases(family: str, bases: dict[str, dict[str, Any]], fields: list[tuple[str, str]]) -> list[Case]:
+    """Every bad integer of ``BAD_INTS`` in each ``(base, dotted path)`` of a family's records."""
+    return [Case(f"{family}-{base}-{path}-{label}", edit(bases[base], **{path: value}),
+                 path.split(".")[-1], schema)
+            for base, path in fields for label, value, schema in BAD_INTS]
+
+
+def bad_id_cases(family: str, bases: dict[str, dict[str, Any]], fields: list[tuple[str, str]]) -> list[Case]:
+    """Every bad id of ``BAD_IDS`` in each ``(base, dotted path)``; a list item's reason names
+    the list."""
+    cases = []
+    for base, path in fields:
+        parts = path.split(".")
+        field = parts[-2] if parts[-1].isdigit() else parts[-1]
+        cases += [Case(f"{family}-{base}-{path}-{label}", edit(bases[base], **{path: value}), field, schema)
+                  for label, value, schema in BAD_IDS]
+    return cases
