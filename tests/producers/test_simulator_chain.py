@@ -385,6 +385,20 @@ def test_the_manifest_names_each_fault_and_its_alert() -> None:
 
 
 # ---------------------------------------------------------------------------------- the CLI
+def test_chain_events_go_to_the_topics_of_section_1_3() -> None:
+    """``--kafka`` publishes each event to its type's topic (families.md 1.3). The mapping lives in
+    the contract (``EVENT_TOPICS``), which gains the chain types with the chain contract."""
+    from replimon.config import Topics
+    from replimon.contract import EVENT_TOPICS
+
+    if "chain.view" not in EVENT_TOPICS:
+        pytest.skip("the chain contract (replimon/contract EVENT_TOPICS) has not landed on this branch")
+    topics = Topics()
+    assert {t: topics.for_event_type(t) for t in SHAPES} == {
+        "chain.append": topics.decisions, "chain.heartbeat": topics.heartbeats,
+        "chain.view": topics.config, "chain.wedge": topics.config}
+
+
 def test_replimon_simulate_family_chain(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
     from replimon.cli import main
     from tests.support import one_error_line
