@@ -307,6 +307,51 @@ def expected(fault: str) -> set[str]:
     return {alert, *IMPLIED.get(alert, ())} if alert else set()
 
 
+def assert_heartbeats_follow_the_published_state(events: list[dict[str, Any]], *, lower_epoch: bool = False) -> None:
+    """Duty 1 (families.md 1.2): a node's seq order is the order of its state changes, a run
+    published before the heartbeat that follows it. So each heartbeat reports the ``(epoch, pos)``
+    its node's earlier events left, and a replica's position never goes back (EXECUTION_REGRESSION
+    on ``pos``, 4.4). ``lower_epoch``: a heartbeat may report a lower epoch (the regression fault)."""
+    state: dict[tuple[str, str], tuple[int, int]] = {}
+    top: dict[tuple[str, str], int] = {}
+    for e in sorted(events, key=lambda e: (e["group"], e["node"], e["seq"])):
+        key = (e["group"], e["node"])
+        epoch, pos = state.get(key, (0, 0))
+        if e["type"] == "chain.view" and e["outcome"] == "installed":
+            epoch, pos = e["epoch"], e["pos"]
+        elif e["type"] == "chain.append" and e["outcome"] == "accepted":
+            pos = e["pos"] + e["count"] - 1
+            epoch = max(epoch, e["epoch"])
+        elif e["type"] == "chain.heartbeat":
+            assert e["pos"] == pos, e
+            assert e["epoch"] == epoch or (lower_epoch and e["epoch"] < epoch), e
+        assert pos >= top.get(key, 0), e
+        top[key] = pos
+        state[key] = (epoch, pos)
+
+
+@settings(max_examples=8, deadline=None, database=None)
+@given(seed=st.integers(0, 10_000), nodes=st.integers(3, 6), crash_every_s=st.sampled_from([3.0, 10.0]),
+       writes_per_s=st.sampled_from([1.0, 5.0, 20.0]))
+def test_random_runs_publish_each_state_change_before_the_heartbeat_after_it(
+        seed: int, nodes: int, crash_every_s: float, writes_per_s: float) -> None:
+    events = run(60_000, groups=1, nodes=nodes, seed=seed, crash_every_s=crash_every_s, writes_per_s=writes_per_s)
+    assert_heartbeats_follow_the_published_state(events)
+
+
+@settings(max_examples=12, deadline=None, database=None)
+@given(fault=st.sampled_from(sorted(CATALOGUE)), nodes=st.integers(3, 6), seed=st.integers(0, 10_000),
+       at_s=st.integers(1, 30), crash_every_s=st.sampled_from([0.0, 20.0]))
+def test_random_injections_raise_exactly_their_alert(fault: str, nodes: int, seed: int, at_s: int,
+                                                     crash_every_s: float) -> None:
+    """Any size, seed and start: a fault raises its kind (and what it implies), a near miss
+    nothing, and every replica still publishes its state changes in order."""
+    events = run(at_s * 1_000 + 60_000, (f"{fault}:ch1@{at_s}s",), groups=1, nodes=nodes, seed=seed,
+                 crash_every_s=crash_every_s)
+    assert check(events) == {"ch1": expected(fault)}
+    assert_heartbeats_follow_the_published_state(events, lower_epoch=fault == "chain_epoch_regression")
+
+
 @pytest.mark.parametrize("fault", sorted(CATALOGUE))
 @pytest.mark.parametrize("nodes", [3, 5])
 def test_each_fault_raises_exactly_its_alert_and_each_near_miss_nothing(fault: str, nodes: int) -> None:
