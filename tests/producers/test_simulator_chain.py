@@ -284,6 +284,36 @@ def test_epochs_grow_strictly_not_by_one_and_the_head_writes_each_view_first() -
     assert wedges["suspect_downstream"] and wedges["command"]
 
 
+@pytest.mark.parametrize(("victim", "wedged"), [(0, {"n2": "suspect_upstream"}),
+                                               (2, {"n2": "suspect_downstream", "n1": "command"}),
+                                               (4, {"n4": "suspect_downstream", "n1": "command", "n2": "command",
+                                                    "n3": "command"})])
+def test_a_crash_wedges_then_a_higher_epoch_leaves_it_out_and_a_new_replica_joins_at_the_tail(
+        victim: int, wedged: dict[str, str]) -> None:
+    """The head crashes (its successor wedges), a middle replica (its upstream and all above
+    wedge, not its downstream), the tail (likewise); then the view manager revokes the suspect's
+    lease and installs a higher epoch, and an empty replica with a new id joins at the tail."""
+    events: list[dict[str, Any]] = []
+    sim = Simulator(SimOptions(groups=1, nodes=5, duration_ms=20_000, seed=5, crash_every_s=0), [], events.append)
+    while sim.t < 5_000:
+        sim.step()
+    g = sim.groups["ch1"]
+    gone, crashed_at = g.view_chain[victim], g.t
+    g.crash(g.nodes[gone])
+    sim.run()
+    after = [e for e in events if e["ts_ms"] > T0 + 5_000]
+    assert {e["node"]: e["reason"] for e in after if e["type"] == "chain.wedge"} == wedged
+    assert all(e.get("suspect", gone) == gone for e in after if e["type"] == "chain.wedge")
+    wedge_at = min(e["ts_ms"] for e in after if e["type"] == "chain.wedge") - T0
+    assert crashed_at + 450 <= wedge_at <= crashed_at + 650  # 0.5 s on (clocks within 40 ms)
+    views = [e for e in after if e["type"] == "chain.view" and e["epoch"] > 0]
+    first = views[0]
+    assert gone not in first["chain"] and first["node"] == first["chain"][0]
+    assert first["ts_ms"] - T0 - wedge_at <= 600
+    assert views[-1]["chain"][:-1] == first["chain"] and views[-1]["chain"][-1] == "n6"
+    assert check(events) == {"ch1": set()}
+
+
 @pytest.mark.parametrize(("seed", "nodes"), [(0, 3), (1, 4), (2, 5), (3, 7)])
 def test_clean_runs_raise_nothing(seed: int, nodes: int) -> None:
     events = run(300_000, groups=3, nodes=nodes, seed=seed, crash_every_s=15)
