@@ -27,7 +27,8 @@ def digest(tag: str) -> str:
 @dataclass(frozen=True)
 class Entry:
     """One log entry: ``data`` (a client write, by digest) or ``view`` (a ViewChange installing
-    ``chain`` at ``epoch``, CASed from ``from_epoch``)."""
+    ``chain`` at ``epoch``, CASed from ``from_epoch``); ``hole`` only stands where a faulty store
+    skipped an entry (``chain_view_not_cas``; that replica is wiped right after)."""
 
     epoch: int
     kind: str
