@@ -74,12 +74,12 @@ def simulate(
     start: Annotated[str | None, typer.Option(help="event time of t=0: ISO-8601 or epoch ms [default 2026-01-01T00:00:00Z for files, now for --kafka]")] = None,
     manifest: Annotated[str | None, typer.Option(help="write the injected faults (JSON) here [default OUT.faults.json]")] = None,
     list_faults: Annotated[bool, typer.Option("--list-faults", help="print the fault catalogue and exit")] = False,
-    family: Annotated[str, typer.Option(help="protocol family: xcom, gen (generations, Postgres multimaster) or qlog (quorum-log reconfiguration)")] = "xcom",
+    family: Annotated[str, typer.Option(help="protocol family: xcom, gen (generations, Postgres multimaster), qlog (quorum-log reconfiguration) or chain (chain replication views)")] = "xcom",
 ) -> None:
-    """Simulate a fleet of XCom (or generations, or quorum-log) groups; write contract-v1 events to JSONL or Kafka."""
-    modules = {"xcom": "simulator", "gen": "simulator_gen", "qlog": "simulator_qlog"}
+    """Simulate a fleet of XCom (or generations, quorum-log or chain) groups; write contract-v1 events to JSONL or Kafka."""
+    modules = {"xcom": "simulator", "gen": "simulator_gen", "qlog": "simulator_qlog", "chain": "simulator_chain"}
     if family not in modules:
-        raise fail(f"simulate: --family must be xcom, gen or qlog, not {family!r}")
+        raise fail(f"simulate: --family must be xcom, gen, qlog or chain, not {family!r}")
     sim_module = importlib.import_module("replimon.producers." + modules[family])
     from replimon.producers.simulator import DEFAULT_START_MS, JsonlSink, parse_duration_ms
 

@@ -273,8 +273,9 @@ def inside_run(command: str, injections: Any, duration_ms: int, duration: str) -
 def sim_options(family: str, settings: Any, *, seed: int | None, groups: int | None, nodes: int | None,
                 rate: float | None, duration_ms: int, start_ms: int) -> Any:
     """The simulator options of ``family`` from the settings and the flags (a flag wins). For
-    generations, ``rate`` is transactions per second per group; for qlog, values decrees."""
-    rate_field = {"gen": "xacts_per_s", "qlog": "decrees_per_s"}.get(family)
+    generations, ``rate`` is transactions per second per group; for qlog, values decrees; for
+    chain, client writes."""
+    rate_field = {"gen": "xacts_per_s", "qlog": "decrees_per_s", "chain": "writes_per_s"}.get(family)
     if rate_field is not None:
         module = importlib.import_module(f"replimon.producers.simulator_{family}")
         sim = settings.simulator

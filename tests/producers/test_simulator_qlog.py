@@ -433,4 +433,4 @@ def test_replimon_simulate_family_qlog(tmp_path: Any, capsys: pytest.CaptureFixt
     assert main(["simulate", "--family", "qlog", "--nodes", "2", "--out", str(out)]) == 2
     assert "3 replicas" in one_error_line(capsys)
     assert main(["simulate", "--family", "raft", "--out", str(out)]) == 2
-    assert "xcom, gen or qlog" in one_error_line(capsys)
+    assert "xcom, gen, qlog or chain" in one_error_line(capsys)
