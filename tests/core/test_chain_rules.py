@@ -280,6 +280,33 @@ def test_epoch_regression_and_the_new_replica_readded_at_the_tail() -> None:
     assert again.kinds() == set()
 
 
+def test_one_lying_heartbeat_is_one_regression_not_a_broken_cas_after_it() -> None:
+    """The replica's appends go on from the epoch its CASes took it to: they are judged against
+    that epoch, not against the lower one its heartbeat reported (found with the simulator's
+    chain_epoch_regression fault, tests/core/test_chain_simulated.py)."""
+    t = Trace()
+    t.at_rest(14, ABC, 50)
+    t.hb("B", 1000, 12, ABC, 50)
+    t.append("B", 1100, (14, 50), 14, 51)
+    t.hb("B", 2000, 12, ABC, 51)  # stating the same stale epoch again is the same occurrence
+    t.hb("B", 3000, 12, ABC, 51)
+    assert [k for k in (a.kind for a in t.alerts()) if k != "CHAIN_VIEW_INSTALLED"] == ["CHAIN_EPOCH_REGRESSION"]
+
+
+def test_the_bootstrap_self_view_at_epoch_0_is_no_cas() -> None:
+    """Each replica starts in a default view containing itself (seed, "Bootstrapping"); reported
+    as an install at epoch 0 from 0, it is not a change (found with the chain simulator)."""
+    t = Trace()
+    for n in ABC:
+        t.view(n, 0, 0, 0, [n], 0)
+    t.change(100, 0, 4, ABC, 1)
+    assert t.kinds() == set()
+    bad = Trace()
+    bad.at_rest(4, ABC, 1)
+    bad.view("B", 1000, 4, 4, ABC, 2)  # epoch 4 from 4 is no CAS above epoch 0
+    assert bad.kinds() == {"CHAIN_VIEW_NOT_CAS"}
+
+
 def test_view_not_cas_and_the_rejected_change() -> None:
     def run(reason: str | None) -> set[str]:
         t = Trace()

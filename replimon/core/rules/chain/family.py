@@ -172,11 +172,16 @@ class ChainRules:
         epoch = ev["epoch"]
         ns.status = ev["status"]
         if follows is not None:
-            if follows:
+            regressed = follows and 0 <= epoch < cn.epoch
+            if regressed:
                 self.safety.regression(cn, node, epoch, ev, here)
             # The heartbeat states the replica's view and log head: the tracked state is
-            # re-synchronised from it (docs/families.md 4.3).
-            cn.epoch, cn.pos, cn.chain = epoch, ev["pos"], list(ev["chain"])
+            # re-synchronised from it (docs/families.md 4.3), except for an epoch below the one
+            # its own CASes took it to: that report is the violation, and the appends that go on
+            # from the higher epoch are judged against it, so one lying heartbeat is one alert.
+            if not regressed:
+                cn.epoch, cn.chain = epoch, list(ev["chain"])
+            cn.pos = ev["pos"]
             if 0 <= cn.wedged < epoch:
                 cn.wedged = -1
             cn.flagged, cn.stable = ev["wedged"], ev.get("stable", -1)

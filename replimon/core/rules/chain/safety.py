@@ -161,7 +161,7 @@ class ChainSafety:
         # store never rewrites an entry below its head: store.rs).
         if 0 <= epoch < cn.epoch:
             self.ctx.violation(
-                "CHAIN_EPOCH_REGRESSION", (node, ev["incarnation"], ev["seq"]),
+                "CHAIN_EPOCH_REGRESSION", (node, ev["incarnation"], epoch),
                 f"{node} reports epoch {epoch}, lower than the {cn.epoch} it was in "
                 f"(incarnation {ev['incarnation']}): a replica's epoch only grows by a view-change CAS.",
                 ev["ts_ms"], instance=epoch, node=node,
@@ -174,6 +174,10 @@ class ChainSafety:
         # ``last_sent_pos.next()``; "View manager glue": "essentially a CAS from the previous view
         # to the new view"; views.rs ``append_entry(curr, curr.next(), ViewChange)``.
         epoch, from_epoch, pos = ev["epoch"], ev["from_epoch"], ev["pos"]
+        if epoch == from_epoch == 0:
+            # The bootstrap default "containing self" (seed "Bootstrapping"), reported as a view
+            # at epoch 0: not a change, so not a CAS (docs/rules.md, "The chain family").
+            return
         why = []
         if epoch <= from_epoch:
             why.append(f"epoch {epoch} is not above the epoch {from_epoch} it is CASed from")
