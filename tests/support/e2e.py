@@ -17,7 +17,7 @@ import psycopg
 
 from replimon.core.limits import Limits
 from replimon.kafka import KafkaClient
-from replimon.producers import simulator_gen, simulator_qlog
+from replimon.producers import simulator_chain, simulator_gen, simulator_qlog
 from replimon.producers.simulator import CATALOGUE, SimOptions, Simulator, parse_injection
 from tests.support import publish, read_topic, replay, settings_for
 
@@ -33,13 +33,13 @@ FAULT_AT_S = 10
 
 @dataclass(frozen=True)
 class Fleet:
-    """A protocol family's fleet beside the XCom one (docs/families.md 2.7, 3.7): one group per
+    """A protocol family's fleet beside the XCom one (docs/families.md 2.7, 3.7, 4.7): one group per
     fault and per legal near miss of its catalogue, and clean groups; the same start and length as
     XCom's, so all go through the same micro-batches. ``info``: all a group of it may say besides
     its fault (generations elected as nodes restart; legislatures whose members or leader change)."""
 
     family: str
-    sim: Any  # the simulator package (simulator_gen, simulator_qlog)
+    sim: Any  # the simulator package (simulator_gen, simulator_qlog, simulator_chain)
     prefix: str  # its group names: prefix + 1, 2, ...
     clean: int
     info: frozenset[str]
@@ -64,7 +64,11 @@ class Fleet:
 
 
 FLEETS = (Fleet("gen", simulator_gen, "pg", 2, frozenset({"GEN_ELECTED"})),
-          Fleet("qlog", simulator_qlog, "ql", 2, frozenset({"QLOG_RECONFIGURED"})))
+          Fleet("qlog", simulator_qlog, "ql", 2, frozenset({"QLOG_RECONFIGURED"})),
+          Fleet("chain", simulator_chain, "ch", 2, frozenset({"CHAIN_VIEW_INSTALLED"})))
+# Kinds a fault raises besides its own because its own requires them (a chain view is stale only
+# after the lease expired: simulator_chain.IMPLIED).
+IMPLIED: dict[str, frozenset[str]] = {k: v for f in FLEETS for k, v in getattr(f.sim, "IMPLIED", {}).items()}
 CUT_S = 32  # inside group_silent's silence (10-35 s), past its deadline (last event + 15 s + skew)
 MAX_OFFSETS = 1_000_000  # one micro-batch per installment (module docstring)
 CHUNK = 50_000  # events per test_job.publish call (librdkafka's default queue holds 100k)
