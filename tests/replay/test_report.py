@@ -71,7 +71,8 @@ class Written:
 def written(e2e: Any, tmp_path_factory: pytest.TempPathFactory) -> Written:
     out = tmp_path_factory.mktemp("report")
     html_path, md_path = out / "report.html", out / "report.md"
-    summary = write_report(e2e.settings.postgres.dsn, e2e.run_id, html_path, md_path,
+    # every affected group drawn: the e2e run's four fleets have more than the default 50
+    summary = write_report(e2e.settings.postgres.dsn, e2e.run_id, html_path, md_path, max_timelines=200,
                            events=EventSource.from_settings(e2e.settings))
     return Written(summary, html_path, html_path.read_text(encoding="utf-8"),
                    md_path.read_text(encoding="utf-8"))

@@ -260,7 +260,7 @@ def test_every_family_has_its_own_rows(e2e: E2E) -> None:
                 " WHERE run_id = %s ORDER BY group_id, ts", (e2e.run_id,)):
             series.setdefault(g, []).append(tuple(point))
     gen = {g for g, s in e2e.group_states.items() if s["family"] == "gen"}
-    assert gen and {s["family"] for s in e2e.group_states.values()} == {"xcom", "gen", "qlog"}
+    assert gen and {s["family"] for s in e2e.group_states.values()} == {"xcom", "gen", "qlog", "chain"}
     for g, s in e2e.group_states.items():
         family, config, *xcom_columns = groups[g]
         assert (family, config) == (s["family"], s["config"]), g
@@ -277,6 +277,13 @@ def test_every_family_has_its_own_rows(e2e: E2E) -> None:
             assert all(p[1:] == (None, None) for p in series[g]), g
             for n, x in s["nodes"].items():
                 want = {k: x[k] for k in ("executed", "legislature", "watermark", "leader")}
+                assert nodes[(g, n)][0] == want and nodes[(g, n)][2:] == (None, None), (g, n)
+        elif s["family"] == "chain":
+            assert xcom_columns == [None] * 5, g
+            assert all(p[1:] == (None, None) for p in series[g]), g
+            for n, x in s["nodes"].items():
+                want = {k: x[k] for k in ("executed", "epoch", "pos", "stable", "wedged", "wedged_epoch",
+                                          "lease_remaining_ms")}
                 assert nodes[(g, n)][0] == want and nodes[(g, n)][2:] == (None, None), (g, n)
         else:
             assert xcom_columns[0] == s["active"]["start"] and xcom_columns[2] == s["pending"], g

@@ -187,7 +187,7 @@ class ChainRules:
             cn.flagged, cn.stable = ev["wedged"], ev.get("stable", -1)
             self._position(ns, node, ev["pos"], ev, src, judged=True)
         if ev["ts_ms"] > cn.renewed:
-            cn.renewed, cn.ttl = ev["ts_ms"], ev["ttl_ms"]
+            cn.renewed, cn.ttl, cn.lease = ev["ts_ms"], ev["ttl_ms"], here
             self.wedges.renewed(node, ev["ts_ms"])
         before = self.safety.current
         self.safety.view(epoch, ev["chain"], ev, here)
@@ -287,7 +287,8 @@ class ChainRules:
 
     def load(self, d: dict[str, Any]) -> None:
         s = self.safety
-        self.nodes = {n: ChainNode(**{**v, "chain": list(v["chain"])}) for n, v in d["chain_nodes"].items()}
+        self.nodes = {n: ChainNode(**{"lease": None, **v, "chain": list(v["chain"])})
+                      for n, v in d["chain_nodes"].items()}
         s.views = {v[0]: View(*v) for v in d["views"]}
         s.writers = {e: dict(w) for e, w in d["writers"]}
         s.digests = {(e[0], e[1]): list(e[2:]) for e in d["digests"]}

@@ -45,6 +45,7 @@ class ChainNode:
     ttl: int = -1  # that renewal's TTL in ms
     ts: int = -1  # the latest event time of its reports
     report: dict[str, Any] | None = None  # evidence of its latest report
+    lease: dict[str, Any] | None = None  # evidence of its latest renewal (the lease wedges' evidence)
 
     @property
     def known(self) -> bool:

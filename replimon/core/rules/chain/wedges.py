@@ -86,14 +86,17 @@ class ChainWedges:
             if cn is None or cn.renewed < 0:
                 continue  # never reported a lease: NODE_SILENT's business
             since = max(cn.renewed, ctx.quiet_end)
-            ev = [cn.report] if cn.report is not None else []
+            # Evidence and message name the renewal, not the latest report nor how long ago it
+            # was: they do not depend on when the evaluation ran (live batches, replay, check).
+            ev = [cn.lease] if cn.lease is not None else []
             # etcd.rs: each member holds a slot created ``create_in_order`` with ``TTL`` (2 s) and
             # renewed every ``TTL / 2`` (``maybe_sleep``, ``maybe_send_hb``); seed: "Move to a
             # 'lease' based mechanism for keeping replicas alive". The TTL judged is the event's.
             if now - since > cn.ttl and (LEASE + m) not in ctx.open:
                 ctx.fire(LEASE + m, "CHAIN_LEASE_EXPIRED", (m, cn.renewed),
-                         f"{m}, a member of epoch {cur.epoch if cur else '?'}, last renewed its "
-                         f"{cn.ttl} ms lease {now + lim.skew_ms - cn.renewed} ms ago.",
+                         f"{m}, a member of epoch {cur.epoch if cur else '?'}, did not renew its "
+                         f"{cn.ttl} ms lease within {cn.ttl} ms (plus the {lim.skew_ms} ms skew "
+                         "allowance) of its last renewal.",
                          cn.renewed, node=m, evidence=ev)
             # Seed: "Once the CM detects a topology change, it sends that change to the (new?)
             # head"; etcd.rs: a slot whose TTL ran out comes as a ``WatchEvent::Dead`` and leaves
