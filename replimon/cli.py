@@ -158,21 +158,22 @@ def demo(
     duration: Annotated[str, typer.Option(help="how long to run, e.g. 2m; 0 = until Ctrl-C")] = "0",
     groups: Annotated[int, typer.Option(min=1, help="XCom groups in the demo fleet (g1, g2, ...)")] = 6,
     nodes: Annotated[int, typer.Option(min=1, max=9, help="nodes per group")] = 3,
-    inject: Annotated[list[str] | None, typer.Option("--inject", "-i", help="faults to inject, of either family's catalogue (default: a few of each)")] = None,
+    inject: Annotated[list[str] | None, typer.Option("--inject", "-i", help="faults to inject, of any family's catalogue (default: a few of each)")] = None,
     plain: Annotated[bool, typer.Option("--plain", help="print a line every few seconds instead of a live table")] = False,
     job: Annotated[bool, typer.Option("--job/--no-job", help="run the Spark monitoring job (default) or only publish")] = True,
-    families: Annotated[str, typer.Option(help="the fleet's protocol families, comma-separated: xcom, gen, qlog")] = "xcom,gen,qlog",
+    families: Annotated[str, typer.Option(help="the fleet's protocol families, comma-separated: xcom, gen, qlog, chain")] = "xcom,gen,qlog,chain",
     gen_groups: Annotated[int, typer.Option(min=1, help="generations groups in the demo fleet (pg1, pg2, ...)")] = 3,
     qlog_groups: Annotated[int, typer.Option(min=1, help="quorum-log groups in the demo fleet (ql1, ql2, ...)")] = 3,
+    chain_groups: Annotated[int, typer.Option(min=1, help="chain replication groups in the demo fleet (ch1, ch2, ...)")] = 3,
 ) -> None:
-    """The embedded default: broker, PostgreSQL, a mixed fleet (XCom, generations and quorum-log
-    groups), the Spark job and a live view."""
+    """The embedded default: broker, PostgreSQL, a mixed fleet (XCom, generations, quorum-log and
+    chain groups), the Spark job and a live view."""
     from replimon.demo import plan_demo, run_demo
 
     settings = state.settings()
     try:
         plan = plan_demo(settings, families=families, groups=groups, gen_groups=gen_groups, nodes=nodes,
-                         duration=duration, inject=inject, qlog_groups=qlog_groups)
+                         duration=duration, inject=inject, qlog_groups=qlog_groups, chain_groups=chain_groups)
     except ValueError as exc:
         raise fail(f"demo: {exc}") from None
     run_demo(settings, plan, plain=plain, with_job=job)

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from replimon.config import Settings
 from replimon.demo_fleet import (
+    DEFAULT_CHAIN_GROUPS,
     DEFAULT_QLOG_GROUPS,
     DemoFleet,
     FleetChoice,
@@ -46,13 +47,14 @@ class DemoPlan:
 
 
 def plan_demo(settings: Settings, *, families: str, groups: int, gen_groups: int, nodes: int,
-              duration: str, inject: list[str] | None, qlog_groups: int = DEFAULT_QLOG_GROUPS) -> DemoPlan:
+              duration: str, inject: list[str] | None, qlog_groups: int = DEFAULT_QLOG_GROUPS,
+              chain_groups: int = DEFAULT_CHAIN_GROUPS) -> DemoPlan:
     """The demo the flags ask for; ValueError (one line) for a bad flag: an unknown family, fault
     or group, a fault at or after the end of the run, too few nodes for a family. The fleet is
     built once here to check it, before anything is started."""
     duration_ms = parse_duration_ms(duration)
     choice = FleetChoice(parse_families(families), groups=groups, gen_groups=gen_groups,
-                         qlog_groups=qlog_groups, nodes=nodes)
+                         qlog_groups=qlog_groups, nodes=nodes, chain_groups=chain_groups)
     if inject is None:  # the defaults are spread over a long demo; a short one keeps the early ones
         injections = [i for i in choice.default_injections() if duration_ms <= 0 or i.at_ms < duration_ms]
     else:
@@ -126,6 +128,36 @@ def _qlog_recovering(snap: dict[str, Any]) -> str:
                      for e in _config(snap).get("recovering") or [])
 
 
+def _chain(snap: dict[str, Any]) -> str:
+    """``n2 (head) n3 n5``: C(E), head..tail, the head marked."""
+    return " ".join(m + (" (head)" if i == 0 else "") for i, m in enumerate(_config(snap).get("chain") or []))
+
+
+def _chain_wedged(snap: dict[str, Any]) -> str:
+    """``wedged 14`` while the current epoch is wedged (the epoch wedged, the newest open one)."""
+    config = _config(snap)
+    if not config.get("wedged"):
+        return ""
+    epoch = config.get("wedged_epoch")
+    return "wedged" + ("" if epoch is None else f" {epoch}")
+
+
+def _lease(ms: Any) -> str:
+    """A member's lease as the monitor's clock sees it: the time left, or how long ago it ran out."""
+    if ms is None:
+        return "lease -"
+    return f"lease {ms / 1000:.1f}s" if ms >= 0 else f"lease expired {-ms / 1000:.1f}s ago"
+
+
+def _chain_node(node: str, n: dict[str, Any]) -> str:
+    """``n3 epoch 14 pos 120 lease 1.2s wedged``: its epoch and log position, a member's lease
+    (a replica out of the chain holds none the chain needs)."""
+    text = f"{node} epoch {_text(n.get('epoch')) or '-'} pos {_text(n.get('pos')) or '-'}"
+    if n.get("member"):
+        text += " " + _lease(n.get("lease_remaining_ms"))
+    return text + " wedged" if n.get("wedged") else text
+
+
 XCOM_VIEW = FamilyView("xcom", "", (
     ("members", "right", lambda s: str(len(_active(s).get("members", [])))),
     ("decided", "right", lambda s: str(s.get("decided"))),
@@ -160,7 +192,16 @@ QLOG_VIEW = FamilyView("qlog", ", quorum-log", (
     ("nodes", "left", lambda s: _nodes(s, lambda node, n: f"{node} {n.get('status') or '-'} "
                                        f"leg {n.get('legislature')} wm {n.get('watermark')}")),
 ))
-VIEWS = (XCOM_VIEW, GEN_VIEW, QLOG_VIEW)
+# Chain (docs/families.md 5.2): the epoch E, its chain head..tail with the head marked, whether
+# E is wedged (and the epoch wedged), and each replica's epoch, log position and lease remaining.
+CHAIN_VIEW = FamilyView("chain", ", chain", (
+    ("family", "left", lambda s: str(s.get("family"))),
+    ("epoch", "right", lambda s: _text(_config(s).get("epoch"))),
+    ("chain", "left", _chain),
+    ("wedged", "left", _chain_wedged),
+    ("nodes", "left", lambda s: _nodes(s, _chain_node)),
+))
+VIEWS = (XCOM_VIEW, GEN_VIEW, QLOG_VIEW, CHAIN_VIEW)
 
 
 class MonitorView:

@@ -1,10 +1,11 @@
 """The demo's simulated fleet: which protocol families run, their simulators side by side, and
 the tables of what the simulators did (the "fleet" half of ``replimon demo``'s live view).
 
-By default the demo runs a mixed fleet of the three families (docs/families.md, "Which family a
+By default the demo runs a mixed fleet of the four families (docs/families.md, "Which family a
 group is"): the XCom simulator's groups ``g1``, ``g2``, ..., the generations simulator's ``pg1``,
-..., and the quorum-log simulator's ``ql1``, ..., publishing into the same broker, each family
-with a few faults of its catalogue timed within the first two minutes. The names never collide
+..., the quorum-log simulator's ``ql1``, ... and the chain simulator's ``ch1``, ..., publishing
+into the same broker, each family with a few faults of its catalogue timed within the first two
+minutes. The names never collide
 (each simulator names its groups with its own prefix), so every group's first event gives it its
 family.
 
@@ -24,21 +25,25 @@ from rich.table import Table
 
 from replimon.console import sim_options
 from replimon.producers import simulator as xcom_sim
+from replimon.producers import simulator_chain as chain_sim
 from replimon.producers import simulator_gen as gen_sim
 from replimon.producers import simulator_qlog as qlog_sim
 from replimon.producers.fleet_run import Injection
 from replimon.producers.simulator.fleet import group_names as xcom_names
 from replimon.producers.simulator.group import GroupSim
+from replimon.producers.simulator_chain.fleet import group_names as chain_names
+from replimon.producers.simulator_chain.group import ChainGroupSim
 from replimon.producers.simulator_gen.fleet import group_names as gen_names
 from replimon.producers.simulator_gen.group import GenGroupSim
 from replimon.producers.simulator_gen.model import majority
 from replimon.producers.simulator_qlog.fleet import group_names as qlog_names
 from replimon.producers.simulator_qlog.group import QlogGroupSim
 
-DEFAULT_FAMILIES = "xcom,gen,qlog"
+DEFAULT_FAMILIES = "xcom,gen,qlog,chain"
 DEFAULT_GROUPS = 6
 DEFAULT_GEN_GROUPS = 3
 DEFAULT_QLOG_GROUPS = 3
+DEFAULT_CHAIN_GROUPS = 3
 
 Sink = Callable[[dict[str, Any]], None]
 
@@ -49,6 +54,11 @@ Sink = Callable[[dict[str, Any]], None]
 # Quorum-log: delayed replicas pass a Reconf at a number the others passed (QLOG_DIVERGENT_DECREE
 # at once), the leader's proposer wedges for 25 s (QLOG_NO_LEADER after thresholds.qlog_no_leader_s,
 # about 18 s after the fault, resolved when a lease is taken again, about 25 s after it).
+# Chain: the head is cut off from the view manager while a stale client-proxy still writes to it,
+# and its successor, head of the next epoch, accepts one of its old-epoch runs
+# (CHAIN_STALE_EPOCH_WRITE a few seconds after the fault); the tail's upstream wrongly suspects
+# the tail and wedges with the view manager stalled 20 s (CHAIN_WEDGE_NOT_REPLACED after
+# thresholds.chain_wedge_s, resolved when the view manager installs the next epoch).
 XCOM_FAULTS = (
     "beyond_horizon:g2@20s",
     "node_silent:g3@35s",
@@ -58,6 +68,7 @@ XCOM_FAULTS = (
 )
 GEN_FAULTS = ("gen_regression:pg1@30s", "gen_no_online:pg2@60s")
 QLOG_FAULTS = ("qlog_divergent_decree:ql1@40s", "qlog_no_leader:ql2@75s")
+CHAIN_FAULTS = ("chain_stale_epoch_write:ch1@45s", "chain_wedge_not_replaced:ch2@80s")
 
 
 @dataclass(frozen=True)
@@ -97,7 +108,7 @@ def parse_families(text: str) -> tuple[str, ...]:
 
 def parse_injection(text: str) -> Injection:
     """``NAME[:GROUP][@TIME]`` of any family's catalogue, parsed by that family's simulator (its
-    default group and its group names: ``gN``, ``pgN``, ``qlN``)."""
+    default group and its group names: ``gN``, ``pgN``, ``qlN``, ``chN``)."""
     name = text.partition("@")[0].partition(":")[0]
     return family_of(Injection(name)).sim.parse_injection(text)
 
@@ -106,15 +117,17 @@ def parse_injection(text: str) -> Injection:
 class FleetChoice:
     """What the flags ask for: the families, each one's group count, the nodes per group."""
 
-    families: tuple[str, ...] = ("xcom", "gen", "qlog")
+    families: tuple[str, ...] = ("xcom", "gen", "qlog", "chain")
     groups: int = DEFAULT_GROUPS  # XCom groups
     gen_groups: int = DEFAULT_GEN_GROUPS
     qlog_groups: int = DEFAULT_QLOG_GROUPS
     nodes: int = 3
+    chain_groups: int = DEFAULT_CHAIN_GROUPS
 
     def count(self, family: str) -> int:
         """How many groups of ``family`` the fleet has."""
-        return {"xcom": self.groups, "gen": self.gen_groups, "qlog": self.qlog_groups}[family]
+        return {"xcom": self.groups, "gen": self.gen_groups, "qlog": self.qlog_groups,
+                "chain": self.chain_groups}[family]
 
     def chosen(self) -> list[Family]:
         return [f for f in FAMILIES if f.name in self.families]
@@ -266,9 +279,29 @@ def qlog_row(g: QlogGroupSim) -> list[str]:
     return [g.name, str(newest), members, str(g.frontier() - 1), nodes, str(g.events)]
 
 
+def chain_table(sim: Any, faults: dict[str, list[str]]) -> Table:
+    """One row per chain group, as the simulator has it: the view manager's epoch, its chain
+    head..tail with the head marked, the client writes, each replica's state."""
+    columns = ("group", "epoch", "chain", "writes", "nodes", "events")
+    return _table(sim, "chain", columns, ("epoch", "writes", "events"), chain_row, faults)
+
+
+def chain_row(g: ChainGroupSim) -> list[str]:
+    chain = " ".join(m + (" (head)" if i == 0 else "") for i, m in enumerate(g.view_chain))
+
+    def state(r: Any) -> str:
+        if not r.up:
+            return "down"
+        return "wedged" if r.is_wedged() else "cut off" if r.cut_at is not None else "up"
+
+    nodes = " ".join(f"{r.id}:{state(r)}" for r in g.nodes.values() if not r.gone)
+    return [g.name, str(g.view_epoch), chain, str(g.writes), nodes, str(g.events)]
+
+
 # The families the demo runs, in the order of the live view (XCom first, as before).
 FAMILIES: tuple[Family, ...] = (
     Family("xcom", "XCom", "an XCom fault", xcom_sim, xcom_names, XCOM_FAULTS, 1, xcom_table),
     Family("gen", "generations", "a generations fault", gen_sim, gen_names, GEN_FAULTS, 3, gen_table),  # the faults name nodes A, B, C
     Family("qlog", "quorum-log", "a quorum-log fault", qlog_sim, qlog_names, QLOG_FAULTS, 3, qlog_table),
+    Family("chain", "chain", "a chain fault", chain_sim, chain_names, CHAIN_FAULTS, 3, chain_table),
 )

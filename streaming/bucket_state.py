@@ -10,7 +10,7 @@ the input clock of its last batch. A group's line is
 ``json`` the core's ``to_state()`` (``replimon/core/codec.py``; "" for a group with no state yet),
 ``next`` its ``next_timer()``, ``floors`` (replay only, else "") JSON ``{topic: {partition:
 offset}}`` below which its events are already in its state (docs/replay.md), ``family`` its
-protocol family (``FamilyRules.name``: "xcom", "gen" or "qlog"; "" while it has no state), ``due`` the processing time its pending
+protocol family (``FamilyRules.name``: "xcom", "gen", "qlog" or "chain"; "" while it has no state), ``due`` the processing time its pending
 live snapshot is due at ("" when its last snapshot is current). JSON text has no raw tab or
 newline, nor have group ids, so a batch parses and re-serialises only the groups it touches and
 the others' text passes through.

@@ -114,8 +114,8 @@ def _order(item: Item) -> tuple[Any, ...]:
 
 
 def conflict_row(gm: GroupMonitor, item: Item, read: list[Item]) -> tuple[Any, ...]:
-    """The dead letter of an event of another family than its group's (XCom, generations or
-    quorum-log, in either direction; ``check`` counts it as a bad line with the same reason). Its id is where it was read, so a retried batch gives the
+    """The dead letter of an event of another family than its group's (XCom, generations,
+    quorum-log or chain, in either direction; ``check`` counts it as a bad line with the same reason). Its id is where it was read, so a retried batch gives the
     same one. The monitor holds the record's event, not its bytes: ``raw`` is that JSON object
     re-encoded as the publisher encodes it (compact, keys in the order sent; byte for byte the
     record for ``NodePublisher``), as read (``read``: before a far-ahead clock was restamped), and

@@ -2,8 +2,9 @@
 whole, wrapped to the terminal, and info alerts (events) are never listed as firing; each
 family's groups in their own table (a generations group with its generation, members, election
 and node statuses; a quorum-log group with its legislature, members and leader, decree frontier,
-recoveries and replicas; XCom's table as it was); the default demo is a fleet of the three
-families, and bad fleet flags fail in one line."""
+recoveries and replicas; a chain group with its epoch, chain, wedge and replicas' epoch,
+position and lease; XCom's table as it was); the default demo is a fleet of the four families,
+and bad fleet flags fail in one line."""
 
 from __future__ import annotations
 
@@ -112,6 +113,53 @@ def test_a_quorum_log_group_shows_its_legislature_leader_frontier_recoveries_and
     assert _rows(_render(only)) == [["ql2", "qlog", "", "", "", "", "", "", "", ""]]
 
 
+CHAIN_SNAPSHOT = {"group": "ch1", "family": "chain", "decided": 120, "config_version": 14,
+                  "executed_majority": 118,
+                  "config": {"epoch": 14, "chain": ["n2", "n3", "n5"], "head": "n2", "tail": "n5",
+                             "wedged": True, "wedged_epoch": 14, "view_changed_ts_ms": 1_700_000_000_000},
+                  "nodes": {
+                      "n1": {"member": False, "epoch": 9, "pos": 80, "wedged": False,
+                             "lease_remaining_ms": -30_000, "silent": False},
+                      "n2": {"member": True, "epoch": 14, "pos": 120, "wedged": True,
+                             "lease_remaining_ms": 1_500, "silent": False},
+                      "n3": {"member": True, "epoch": 14, "pos": 118, "wedged": True,
+                             "lease_remaining_ms": 900, "silent": False},
+                      "n5": {"member": True, "epoch": 14, "pos": 118, "wedged": False,
+                             "lease_remaining_ms": -1_250, "silent": True}}}
+
+
+def test_a_chain_group_shows_its_epoch_chain_wedge_and_replicas() -> None:
+    view = MonitorView()
+    alert = {**_alert("CHAIN_WEDGE_NOT_REPLACED", "critical", "wedge", "wedged"), "group": "ch1"}
+    view(SimpleNamespace(dead_letters=[], snapshots=[CHAIN_SNAPSHOT, XCOM_SNAPSHOT, QLOG_SNAPSHOT],
+                         alerts=[alert]))
+    tables = view.tables()
+    assert [t.title.split(":")[0] for t in tables] == [
+        "monitor (Spark job)", "monitor (Spark job), quorum-log", "monitor (Spark job), chain"]
+    text = _render(tables[2])
+    assert [c.strip() for c in text.splitlines()[2].split("┃")[1:-1]] == [
+        "group", "family", "epoch", "chain", "wedged", "nodes", "firing"]
+    rows = _rows(text)
+    # The head marked, the wedged epoch, each replica's epoch and position; a member's lease
+    # remaining (or how long ago it ran out); a replica out of the chain holds no lease it needs.
+    assert rows[0] == ["ch1", "chain", "14", "n2 (head) n3 n5", "wedged 14",
+                       "n1 epoch 9 pos 80 not configured", "CHAIN_WEDGE_NOT_REPLACED"]
+    assert [r[5] for r in rows[1:]] == ["n2 epoch 14 pos 120 lease 1.5s wedged",
+                                        "n3 epoch 14 pos 118 lease 0.9s wedged",
+                                        "n5 epoch 14 pos 118 lease expired 1.2s ago silent"]
+    assert "ch1" not in _render(tables[0]) + _render(tables[1])
+    # Before the first view above epoch 0 and once the wedge is replaced: empty cells.
+    early = MonitorView()
+    early(SimpleNamespace(dead_letters=[], snapshots=[
+        {"group": "ch2", "family": "chain", "config": None, "nodes": {
+            "n1": {"member": False, "epoch": 0, "pos": 0, "wedged": False, "lease_remaining_ms": 2_000}}},
+        {**CHAIN_SNAPSHOT, "group": "ch3", "config": {**CHAIN_SNAPSHOT["config"], "wedged": False,
+                                                      "wedged_epoch": None}, "nodes": {}}], alerts=[]))
+    (only,) = early.tables()
+    assert _rows(_render(only)) == [["ch2", "chain", "", "", "", "n1 epoch 0 pos 0 not configured", ""],
+                                    ["ch3", "chain", "14", "n2 (head) n3 n5", "", "", ""]]
+
+
 def test_a_generations_group_shows_its_generation_members_election_and_node_statuses() -> None:
     view = MonitorView()
     gen_alert = {**_alert("GEN_NO_ONLINE", "critical", "liveness", "no node online"), "group": "pg1"}
@@ -127,7 +175,7 @@ def test_the_xcom_table_is_unchanged_beside_generations_groups() -> None:
     alone, mixed = MonitorView(), MonitorView()
     alert = _alert("BEYOND_HORIZON", "critical", "violation", "beyond")
     alone(SimpleNamespace(dead_letters=[], snapshots=[XCOM_SNAPSHOT], alerts=[{**alert, "group": "g2"}]))
-    mixed(SimpleNamespace(dead_letters=[], snapshots=[XCOM_SNAPSHOT, GEN_SNAPSHOT, QLOG_SNAPSHOT],
+    mixed(SimpleNamespace(dead_letters=[], snapshots=[XCOM_SNAPSHOT, GEN_SNAPSHOT, QLOG_SNAPSHOT, CHAIN_SNAPSHOT],
                           alerts=[{**alert, "group": "g2"}]))
     assert [_render(t) for t in alone.tables()] == [_render(alone.table())]
     assert _rows(_render(mixed.tables()[0])) == _rows(_render(alone.table())) == [
@@ -149,7 +197,7 @@ def _demo_defaults() -> dict[str, Any]:
     return {p.name: p.default for p in command.params}
 
 
-def test_the_default_demo_is_a_three_family_fleet_whose_faults_each_fire_within_two_minutes() -> None:
+def test_the_default_demo_is_a_four_family_fleet_whose_faults_each_fire_within_two_minutes() -> None:
     from replimon.config import load_settings
     from replimon.core import Monitor
     from replimon.core.limits import Limits
@@ -158,14 +206,17 @@ def test_the_default_demo_is_a_three_family_fleet_whose_faults_each_fire_within_
     d = _demo_defaults()
     settings = load_settings(None)
     plan = plan_demo(settings, families=d["families"], groups=d["groups"], gen_groups=d["gen_groups"],
-                     qlog_groups=d["qlog_groups"], nodes=d["nodes"], duration=d["duration"], inject=d["inject"])
-    assert plan.choice.families == ("xcom", "gen", "qlog")
+                     qlog_groups=d["qlog_groups"], chain_groups=d["chain_groups"], nodes=d["nodes"],
+                     duration=d["duration"], inject=d["inject"])
+    assert plan.choice.families == ("xcom", "gen", "qlog", "chain")
     fleet = plan.fleet(settings, 1_700_000_000_000)
-    assert fleet.group_names == [f"g{i}" for i in range(1, 7)] + ["pg1", "pg2", "pg3", "ql1", "ql2", "ql3"]
-    family_faults = {p: [i for i in plan.injections if i.group.startswith(p)] for p in ("pg", "ql")}
-    assert [len(f) for f in family_faults.values()] == [2, 2] and all(i.at_ms <= 90_000 for i in plan.injections)
+    assert fleet.group_names == [f"g{i}" for i in range(1, 7)] + [
+        "pg1", "pg2", "pg3", "ql1", "ql2", "ql3", "ch1", "ch2", "ch3"]
+    family_faults = {p: [i for i in plan.injections if i.group.startswith(p)] for p in ("pg", "ql", "ch")}
+    assert [len(f) for f in family_faults.values()] == [2, 2, 2] and all(i.at_ms <= 90_000 for i in plan.injections)
     assert [fleet_table.title.split(",")[0] for fleet_table in fleet.tables()] == [
-        "replimon demo fleet (XCom)", "replimon demo fleet (generations)", "replimon demo fleet (quorum-log)"]
+        "replimon demo fleet (XCom)", "replimon demo fleet (generations)", "replimon demo fleet (quorum-log)",
+        "replimon demo fleet (chain)"]
     # Through the monitor, every default fault raises its alert in its group by 110 s, and the
     # families do not meet (no FAMILY_CONFLICT, nothing on the clean groups).
     monitor = Monitor(Limits.from_settings(settings))
@@ -175,20 +226,30 @@ def test_the_default_demo_is_a_three_family_fleet_whose_faults_each_fire_within_
     while fleet.t < 110_000:
         fleet.step()
     from replimon.producers.simulator import CATALOGUE as XCOM
+    from replimon.producers.simulator_chain import CATALOGUE as CHAIN
     from replimon.producers.simulator_gen import CATALOGUE as GEN
     from replimon.producers.simulator_qlog import CATALOGUE as QLOG
 
-    catalogue = {"g": XCOM, "pg": GEN, "ql": QLOG}
+    catalogue = {"g": XCOM, "pg": GEN, "ql": QLOG, "ch": CHAIN}
     want = {(i.group, catalogue[i.group.rstrip("0123456789")][i.fault].alert) for i in plan.injections}
-    assert {k for _, k in want} >= {"QLOG_DIVERGENT_DECREE", "QLOG_NO_LEADER", "GEN_REGRESSION"}
+    assert {k for _, k in want} >= {"QLOG_DIVERGENT_DECREE", "QLOG_NO_LEADER", "GEN_REGRESSION",
+                                    "CHAIN_STALE_EPOCH_WRITE", "CHAIN_WEDGE_NOT_REPLACED"}
     assert want <= raised
     assert {g for g, _ in raised} <= {i.group for i in plan.injections}
-    assert [monitor.groups[g].snapshot()["family"] for g in ("g1", "pg3", "ql3")] == ["xcom", "gen", "qlog"]
+    assert [monitor.groups[g].snapshot()["family"] for g in ("g1", "pg3", "ql3", "ch3")] == [
+        "xcom", "gen", "qlog", "chain"]
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--families", "xcom,paxos"], "replimon: demo: --families: unknown family 'paxos' (families are xcom, gen, qlog)"),
-    (["--families", ","], "replimon: demo: --families: name at least one of xcom, gen, qlog"),
+    (["--families", "xcom,paxos"],
+     "replimon: demo: --families: unknown family 'paxos' (families are xcom, gen, qlog, chain)"),
+    (["--families", ","], "replimon: demo: --families: name at least one of xcom, gen, qlog, chain"),
+    (["--families", "xcom,qlog", "--inject", "chain_wedge_not_replaced:ch1@10s"],
+     "replimon: demo: --inject chain_wedge_not_replaced: a chain fault, and chain is not in --families"),
+    (["--chain-groups", "2", "--inject", "chain_stale_epoch_write:ch3@10s"],
+     "replimon: demo: fault chain_stale_epoch_write: no group 'ch3' (groups are ch1, ch2)"),
+    (["--families", "xcom,chain", "--nodes", "2"],
+     "replimon: demo: a chain group needs at least 3 replicas, and a fleet 1 group"),
     (["--families", "xcom,gen", "--inject", "qlog_no_leader:ql1@10s"],
      "replimon: demo: --inject qlog_no_leader: a quorum-log fault, and qlog is not in --families"),
     (["--families", "qlog", "--inject", "beyond_horizon:g1@10s"],

@@ -29,8 +29,10 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from replimon.core.rules.chain.family import CHAIN
 from replimon.core.rules.qlog.family import QLOG
 from replimon.replay import iso
+from replimon.replay.report_chain import chain_listing
 from replimon.replay.report_data import AlertRow, RunData, Timeline, load_run
 from replimon.replay.report_events import EventSource
 from replimon.replay.report_lanes import generation_steps, generations, legislature_steps
@@ -272,6 +274,8 @@ def _timeline(t: Timeline, index: int) -> str:
             + f" from {_e(iso(s.ts))}"
             + (f" (+{len(s.renewals)} lease renewals to {_e(s.renewals[-1][1])})" if s.renewals else "")
             for s in legislature_steps(t)) + "</p>")
+    if t.family == CHAIN:  # each view as text too, with the wedges and lease expiries
+        out.append(chain_listing(t))
     out += [_alert_details(r) for r in notable]
     if info:
         out.append(f'<h4>{len(info)} info events (CONFIG_INSTALLED, RECONFIG_REFUSED, '
@@ -300,7 +304,8 @@ def _timelines(d: RunData) -> str:
            'resolution), each node\'s executed (solid) and decided (dotted) frontier against the '
            'effective horizon (red, stepped), the configurations installed and active (for a '
            'generations group: each generation it switched to, and its members; for a quorum-log group: '
-           'each membership with its legislature, the leader, and the decree frontier), and the '
+           'each membership with its legislature, the leader, and the decree frontier; for a chain group: '
+           'each epoch\'s view head..tail, its wedges and lease expiries), and the '
            'heartbeat age of each node with its silences. ' + _sources(d) + '</p>']
     if not d.timelines:
         out.append("<p>No affected group: nothing to draw.</p>")

@@ -1,6 +1,7 @@
 """Drawing primitives shared by a report timeline's bands (``report_svg.py`` draws the picture,
-``report_lanes.py`` each family's configuration band): the geometry, the colours, escaping and
-the alert tooltip. Pure functions of their arguments."""
+``report_lanes.py`` and ``report_chain.py`` each family's configuration band): the geometry, the
+colours, escaping, the alert tooltip and the steps of a configuration version. Pure functions of
+their arguments."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from html import escape
 from typing import Any
 
 from replimon.replay import evidence_line, iso
-from replimon.replay.report_data import AlertRow
+from replimon.replay.report_data import AlertRow, Timeline
 
 W, LEFT, RIGHT = 1100, 150, 24
 PLOT = W - LEFT - RIGHT
@@ -42,3 +43,24 @@ def alert_title(a: AlertRow, resolved: AlertRow | None = None) -> str:
 def band_label(y: float, text: str, *, small: bool = False) -> str:
     return (f'<text class="{"band small" if small else "band"}" x="8" y="{y:.1f}">'
             f'{esc(text)}</text>')
+
+
+def generation_steps(points: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """(time, version) of each change of config_version along the points, the first one
+    included: the generation (epoch, legislature) a group switched to and when the points first
+    show it."""
+    out: list[tuple[int, int]] = []
+    for p in points:
+        v = p.get("config_version")
+        if v is not None and (not out or out[-1][1] != v):
+            out.append((p["ts"], v))
+    return out
+
+
+def installs(t: Timeline, kind: str, key: str) -> list[tuple[AlertRow, dict[str, Any]]]:
+    """A configuration band's steps: ``t``'s info alerts of ``kind`` (a configuration installed:
+    QLOG_RECONFIGURED, CHAIN_VIEW_INSTALLED), by time then instance, each with its first evidence
+    event that carries ``key`` (``{}``: none)."""
+    rows = sorted((a for a in t.alerts if a.kind == kind and a.status != "resolved"),
+                  key=lambda a: (a.event_ms, a.instance or 0))
+    return [(a, next((e for e in a.evidence if key in e), {})) for a in rows]

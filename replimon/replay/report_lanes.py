@@ -1,7 +1,7 @@
 """The third band of a report timeline, per protocol family (docs/report.md, "Timelines"):
 XCom's configurations (installed, refused, active), a generations group's generations, a
 quorum-log group's legislatures (each membership, the lease renewals to the same set, the
-leader); and a quorum-log group's decree frontier for the frontier band. Each function returns
+leader), a chain group's views, wedges and lease expiries (``report_chain.py``); and a quorum-log group's decree frontier for the frontier band. Each function returns
 SVG fragments on the axis ``x`` it is given; every string from the data is escaped."""
 
 from __future__ import annotations
@@ -9,19 +9,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from replimon.core.rules.chain.family import CHAIN
 from replimon.core.rules.qlog.family import QLOG
 from replimon.replay import iso
+from replimon.replay.report_chain import chain_lane
 from replimon.replay.report_data import AlertRow, Timeline
-from replimon.replay.report_draw import LEFT, NODE_COLORS, PLOT, alert_title, band_label
+from replimon.replay.report_draw import (
+    LEFT,
+    NODE_COLORS,
+    PLOT,
+    alert_title,
+    band_label,
+    generation_steps,
+    installs,
+)
 from replimon.replay.report_draw import esc as _e
 
 
 def config_band(t: Timeline, points: list[dict[str, Any]], c_top: float, row_h: int,
                 x: Callable[[int], float]) -> list[str]:
-    """The band for ``t``'s family: legislatures (quorum-log), generations, else XCom's
-    configurations."""
+    """The band for ``t``'s family: legislatures (quorum-log), views (chain), generations, else
+    XCom's configurations."""
     if t.family == QLOG:
         return legislatures_lane(t, points, c_top, row_h, x)
+    if t.family == CHAIN:
+        return chain_lane(t, points, c_top, row_h, x)
     if generations(t):
         return generations_lane(points, c_top, row_h, x)
     return configurations_lane(t, c_top, row_h, x)
@@ -85,19 +97,8 @@ def generations(t: Timeline) -> bool:
     """Whether the group's configuration is a version number without XCom's configuration text
     (the generations family: group_timeseries.config_version is the generation number)."""
     pts = [*t.points, *t.series_points]
-    return t.family != QLOG and (any(p.get("config_version") is not None for p in pts)
+    return t.family not in (QLOG, CHAIN) and (any(p.get("config_version") is not None for p in pts)
             and all(p.get("active_config") is None for p in pts))
-
-
-def generation_steps(points: list[dict[str, Any]]) -> list[tuple[int, int]]:
-    """(time, generation) of each change of config_version along the points, the first one
-    included: the generation a group switched to and when the points first show it."""
-    out: list[tuple[int, int]] = []
-    for p in points:
-        v = p.get("config_version")
-        if v is not None and (not out or out[-1][1] != v):
-            out.append((p["ts"], v))
-    return out
 
 
 def generations_lane(points: list[dict[str, Any]], c_top: float, row_h: int,
@@ -155,10 +156,7 @@ def legislature_steps(t: Timeline) -> list[LegStep]:
     in their evidence; a Reconf to the same set starts no new step), else from the changes of
     config_version along the points (members unknown)."""
     out: list[LegStep] = []
-    installs = sorted((a for a in t.alerts if a.kind == "QLOG_RECONFIGURED" and a.status != "resolved"),
-                      key=lambda a: (a.event_ms, a.instance or 0))
-    for a in installs:
-        ev = next((e for e in a.evidence if "members" in e), {})
+    for a, ev in installs(t, "QLOG_RECONFIGURED", "members"):
         members, leg = list(ev.get("members") or []), int(ev.get("new_leg", a.instance or 0))
         if out and set(out[-1].members) == set(members):
             out[-1].renewals.append((a.event_ms, leg))

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replimon.core import GroupMonitor, Limits
+from replimon.core.rules.chain.family import CHAIN
 from replimon.core.rules.family import family_of
 from replimon.core.rules.qlog.family import QLOG
 from replimon.store.rows import series_values
@@ -105,12 +106,15 @@ def group_point(s: Mapping[str, Any], ts: int) -> dict[str, Any]:
     returns; the sink writes the same values, ``replimon.store.rows.series_values``). A
     quorum-log group's point also has what only the events give the report (no column holds
     them): ``passed``, the highest decree passed, and ``leader``, the members naming themselves
-    leader (comma-separated; None: none)."""
+    leader (comma-separated; None: none). A chain group's, ``wedged``: whether its current epoch
+    is wedged."""
     point = {"ts": ts, **series_values(s)}
     config = s.get("config")
     if s.get("family") == QLOG and isinstance(config, Mapping):
         point["passed"] = config.get("passed")
         point["leader"] = ", ".join(m["id"] for m in config.get("members") or [] if m.get("leader")) or None
+    elif s.get("family") == CHAIN:
+        point["wedged"] = bool(isinstance(config, Mapping) and config.get("wedged"))
     return point
 
 

@@ -18,6 +18,8 @@ One picture per affected group, four bands on one event-time axis:
    *legislatures*: a segment per membership (QLOG_RECONFIGURED events: a Reconf to the same set
    renews the leader's lease and is a tick, not a segment) and the leader along the event series;
    its frontier band adds the group's decree frontier (highest passed, executed by a majority);
+   for a chain group, its *views* (``report_chain.py``): a segment per epoch labelled
+   ``epoch N · head..tail``, and the wedges and lease expiries below;
 4. *heartbeats*: each node's heartbeat age (how stale it looked: a line through the event
    series, else the snapshots; the snapshots' ages as dots) with its NODE_SILENT intervals, and
    GROUP_SILENT intervals across the band.

@@ -10,14 +10,17 @@ Guarantees (docs/postgres.md, "Tables"):
 * every family fills the family-neutral columns: ``family``, ``config`` (the snapshot's
   ``config``, the family's configuration as JSON), ``node_state.family_state`` (the node's
   fields beyond those every family has) and ``config_version`` (XCom: the active
-  configuration's start; generations: the generation number; quorum-log: the legislature);
+  configuration's start; generations: the generation number; quorum-log: the legislature;
+  chain: the epoch);
 * XCom's flattened columns (active start and horizon, members, pending, effective horizon,
   window use, executed and decided frontiers, protocol, configuration text) hold XCom's values
-  for an XCom group and NULL for any other family: a generations or quorum-log group never
-  looks like an XCom group without a configuration (no ``pending = []``, no ``pending = 0``);
-  the frontiers every family can have (the group's ``decided`` and ``executed_majority``, a
-  node's ``executed``) are filled when the snapshot has them (quorum-log: the highest
-  contiguous decree executed, and the one a majority of the legislature executed);
+  for an XCom group and NULL for any other family: a generations, quorum-log or chain group
+  never looks like an XCom group without a configuration (no ``pending = []``, no
+  ``pending = 0``); the frontiers every family can have (the group's ``decided`` and
+  ``executed_majority``, a node's ``executed``) are filled when the snapshot has them
+  (quorum-log: the highest contiguous decree executed, and the one a majority of the
+  legislature executed; chain: the head's log position, and the one a majority of the chain
+  holds);
 * a snapshot without ``family`` (written before families existed) is XCom's;
 * a row is a pure function of the snapshot, the run and the batch id, so a replayed batch
   gives the same rows.
@@ -49,8 +52,9 @@ def _jsonb(value: Any) -> Jsonb | None:
 
 def family_state(n: Mapping[str, Any]) -> dict[str, Any]:
     """A node's family-specific fields (generations: gen, node_status, last_online_in,
-    last_vote; quorum-log: executed, legislature, watermark, leader; XCom: executed, decided,
-    protocol, effective_horizon)."""
+    last_vote; quorum-log: executed, legislature, watermark, leader; chain: executed, epoch,
+    pos, stable, wedged, wedged_epoch, lease_remaining_ms; XCom: executed, decided, protocol,
+    effective_horizon)."""
     return {k: v for k, v in n.items() if k not in COMMON_NODE_FIELDS}
 
 
@@ -84,13 +88,14 @@ def series_values(s: Mapping[str, Any]) -> dict[str, Any]:
     """A snapshot's ``group_timeseries`` values after (run_id, group_id, ts), by column, in the
     table's order (also the report's points, ``replimon.replay.report_series``). ``members``
     counts the current configuration's members whatever the family (a generation's members for
-    generations, the legislature's for quorum-log); the horizon, window, pending count and configuration texts are XCom's."""
+    generations, the legislature's for quorum-log, the chain's for chain); the horizon, window,
+    pending count and configuration texts are XCom's."""
     config = s.get("config")
     if family(s) != XCOM:
         return {"decided": nonneg(s.get("decided")), "executed_majority": s.get("executed_majority"),
                 "effective_horizon": None, "event_horizon": None, "window_use": None,
                 "window_fraction": None,
-                "members": len(config.get("members") or []) if isinstance(config, Mapping) else None,
+                "members": config_members(config),
                 "pending": None, "active_start": None, "active_config": None, "pending_configs": None,
                 "config_version": s.get("config_version")}
     active = s.get("active")
@@ -105,6 +110,15 @@ def series_values(s: Mapping[str, Any]) -> dict[str, Any]:
             "pending_configs": " | ".join(config_text(c) for c in pending) or None,
             # the active start; a snapshot older than families has no config_version
             "config_version": s.get("config_version", None if active is None else active["start"])}
+
+
+def config_members(config: Any) -> int | None:
+    """How many members a family's configuration has: its ``members`` (generations,
+    quorum-log) or its ``chain`` (chain replication: the view's chain, head..tail); None
+    without a configuration."""
+    if not isinstance(config, Mapping):
+        return None
+    return len(config.get("members") or config.get("chain") or [])
 
 
 def series_row(s: Mapping[str, Any], run_id: str) -> tuple[Any, ...] | None:

@@ -71,8 +71,9 @@ class Written:
 def written(e2e: Any, tmp_path_factory: pytest.TempPathFactory) -> Written:
     out = tmp_path_factory.mktemp("report")
     html_path, md_path = out / "report.html", out / "report.md"
-    # every affected group drawn: the e2e run's four fleets have more than the default 50
-    summary = write_report(e2e.settings.postgres.dsn, e2e.run_id, html_path, md_path, max_timelines=200,
+    # every affected group of the e2e run drawn: its XCom, generations, quorum-log and chain
+    # fleets have more affected groups than the default cap (test_timelines_are_capped_with_a_note)
+    summary = write_report(e2e.settings.postgres.dsn, e2e.run_id, html_path, md_path, max_timelines=100,
                            events=EventSource.from_settings(e2e.settings))
     return Written(summary, html_path, html_path.read_text(encoding="utf-8"),
                    md_path.read_text(encoding="utf-8"))
@@ -592,3 +593,23 @@ def test_generations_groups_have_a_generations_lane(e2e: Any, written: Written) 
     for g in {g for g in sections if e2e.group_states[g]["family"] == "xcom"}:
         assert "genstep" not in sections[g] and ">installed</text>" in sections[g]
         assert 'class="gens"' not in sections[g]
+
+
+def test_chain_groups_have_a_views_lane(e2e: Any, written: Written) -> None:
+    """docs/report.md, "Timelines": every affected chain group's timeline has a views lane (a
+    step per epoch installed, in epoch order, ending at the group's epoch; labelled and listed
+    with head..tail), and no generations lane."""
+    sections = dict(re.findall(r'<section class="group" id="tl-\d+" data-group="([^"]+)">(.*?)</section>',
+                               written.html, re.S))
+    chain = {g for g, s in e2e.group_states.items() if s["family"] == "chain"}
+    drawn = chain & set(sections)
+    assert drawn, "the e2e run's chain faults make affected groups"
+    for g in drawn:
+        html = sections[g]
+        epochs = [int(n) for n in re.findall(r'<g class="mk cfg viewstep" data-alert="\w+" tabindex="0" '
+                                             r'data-epoch="(\d+)">', html)]
+        assert epochs == sorted(set(epochs)) and epochs[-1] == e2e.group_states[g]["config"]["epoch"], (g, epochs)
+        assert ">view</text>" in html and ">wedge / lease</text>" in html
+        assert "genstep" not in html and ">installed</text>" not in html
+        listed = re.search(r'<p class="views">Views: (.*?)</p>', html)
+        assert listed and [int(n) for n in re.findall(r"epoch (\d+) \[", listed.group(1))] == epochs

@@ -13,16 +13,12 @@ from typing import Any
 import pytest
 
 from replimon.producers import simulator_qlog
-from replimon.producers.simulator import SimOptions, Simulator, parse_injection
 from replimon.replay import iso
 from replimon.replay.report import render_html
-from replimon.replay.report_data import RunData, load_run
+from replimon.replay.report_data import RunData
 from replimon.replay.report_lanes import legislature_steps
 from replimon.replay.report_series import event_series
-from replimon.store.schema import migrate
-from replimon.streaming.sinks.postgres import PostgresSink
-from tests.support import delete_run
-from tests.support.outputs import outputs_of
+from tests.support.reports import beside_xcom, section, stored_run
 
 pytestmark = pytest.mark.postgres
 
@@ -32,35 +28,15 @@ RUN = "report-qlog"
 def qlog_events() -> list[dict[str, Any]]:
     """ql1: a recovery to new hosts (a membership change) and the leader's proposer wedged
     (QLOG_NO_LEADER, then a leader again); g1, an XCom group with a silent node, beside it."""
-    events: list[dict[str, Any]] = []
-    simulator_qlog.Simulator(
-        simulator_qlog.SimOptions(groups=1, duration_ms=90_000, seed=3),
-        [simulator_qlog.parse_injection("qlog_recover_stuck_near_miss:ql1@10s"),
-         simulator_qlog.parse_injection("qlog_no_leader:ql1@40s")], events.append).run()
-    Simulator(SimOptions(groups=1, duration_ms=90_000, seed=3), [parse_injection("node_silent:g1@30s")],
-              events.append).run()
-    return sorted(events, key=lambda e: e["ts_ms"])
+    return beside_xcom(simulator_qlog, ("qlog_recover_stuck_near_miss:ql1@10s", "qlog_no_leader:ql1@40s"), 90)
 
 
 @pytest.fixture(scope="module")
 def run(postgres: Any) -> Iterator[tuple[RunData, list[dict[str, Any]]]]:
     events = qlog_events()
-    alerts, snaps = outputs_of(events)
-    assert {"QLOG_NO_LEADER", "QLOG_RECONFIGURED"} <= {a["kind"] for a in alerts if a["group"] == "ql1"}
-    migrate(postgres.dsn)
-    with PostgresSink(postgres.dsn, run_id=RUN) as sink:
-        sink.write_batch(0, alerts=alerts, snapshots=snaps, dead_letters=[], metrics=None)
-    try:
-        data = load_run(postgres.dsn, RUN)
+    with stored_run(postgres.dsn, RUN, events) as (data, alerts):
+        assert {"QLOG_NO_LEADER", "QLOG_RECONFIGURED"} <= {a["kind"] for a in alerts if a["group"] == "ql1"}
         yield data, events
-    finally:
-        delete_run(postgres.dsn, RUN)
-
-
-def section(html: str, group: str) -> str:
-    m = re.search(rf'<section class="group" id="tl-\d+" data-group="{group}">(.*?)</section>', html, re.S)
-    assert m, group
-    return m.group(1)
 
 
 def test_a_quorum_log_group_has_a_legislatures_lane(run: tuple[RunData, list[dict[str, Any]]]) -> None:

@@ -23,8 +23,9 @@ import pytest
 
 from replimon.core import GroupMonitor
 from replimon.embedded import EmbeddedPostgres
-from replimon.producers import simulator_gen, simulator_qlog
+from replimon.producers import simulator_chain, simulator_gen, simulator_qlog
 from replimon.store.reads import RunReader
+from replimon.store.rows import config_members
 from replimon.store.schema import migrate
 from replimon.store.values import ms_from_ts, nonneg, ts_from_ms
 from replimon.streaming.sinks.postgres import PostgresSink
@@ -363,11 +364,17 @@ def test_snapshots_produce_group_node_and_timeseries_rows(sink: PostgresSink,
 def family_events(family: str) -> list[dict[str, Any]]:
     """A 120 s two-group run of ``family`` whose configuration changes: generations with
     restarts (each a new generation), quorum-log with its leases renewed by Reconf (each a new
-    legislature) and a recovery moving the second group to new hosts."""
+    legislature) and a recovery moving the second group to new hosts, chain with replica crashes
+    (each replacement a new epoch) and a wedge in the second group."""
     events: list[dict[str, Any]] = []
     if family == "gen":
         simulator_gen.Simulator(simulator_gen.SimOptions(duration_ms=120_000, groups=2, seed=3,
                                                          restart_every_s=20), [], events.append).run()
+    elif family == "chain":
+        simulator_chain.Simulator(simulator_chain.SimOptions(duration_ms=120_000, groups=2, seed=3,
+                                                             crash_every_s=20),
+                                  [simulator_chain.parse_injection("chain_wedge_not_replaced:ch2@30s")],
+                                  events.append).run()
     else:
         simulator_qlog.Simulator(simulator_qlog.SimOptions(duration_ms=120_000, groups=2, seed=3),
                                  [simulator_qlog.parse_injection("qlog_recover_stuck_near_miss:ql2@20s")],
@@ -377,7 +384,9 @@ def family_events(family: str) -> list[dict[str, Any]]:
 
 # family -> the node fields beyond every family's (node_state.family_state)
 FAMILY_NODE_FIELDS = {"gen": {"gen", "node_status", "last_online_in", "last_vote"},
-                      "qlog": {"executed", "legislature", "watermark", "leader"}}
+                      "qlog": {"executed", "legislature", "watermark", "leader"},
+                      "chain": {"executed", "epoch", "pos", "stable", "wedged", "wedged_epoch",
+                                "lease_remaining_ms"}}
 
 
 @pytest.mark.parametrize("family", sorted(FAMILY_NODE_FIELDS))
@@ -386,8 +395,9 @@ def test_a_group_of_another_family_has_its_own_rows_and_no_xcom_values(sink: Pos
     """docs/postgres.md, "Tables": the family-neutral columns hold the family's values, XCom's
     flattened columns are NULL (not an XCom group without a configuration: no pending [] or 0),
     the frontiers are the family's own (none for generations; quorum-log: decided, executed by a
-    majority, each node's executed) and each configuration change (a generation, a legislature)
-    is one step of config_version."""
+    majority, each node's executed; chain: the head's position, the position a majority holds,
+    each replica's position) and each configuration change (a generation, a legislature, an
+    epoch) is one step of config_version."""
     snaps = outputs_of(family_events(family))[1]
     last = {s["group"]: s for s in snaps}
     assert all(s["family"] == family and s["config"] for s in last.values())
@@ -415,7 +425,7 @@ def test_a_group_of_another_family_has_its_own_rows_and_no_xcom_values(sink: Pos
         (g, n, x["member"], x["status"], x.get("executed"), None, None, None, {k: x[k] for k in fields})
         for g, s in sorted(last.items()) for n, x in sorted(s["nodes"].items())]
     points = {(s["group"], ts_from_ms(s["clock_ms"])): s for s in snaps}
-    assert series == [(g, ts, s["config_version"], len(s["config"]["members"]), nonneg(s.get("decided")),
+    assert series == [(g, ts, s["config_version"], config_members(s["config"]), nonneg(s.get("decided")),
                        s.get("executed_majority"), *[None] * 7)
                       for (g, ts), s in sorted(points.items())]
     # The configurations moved on: config_version steps up on the timeline.
@@ -426,6 +436,10 @@ def test_a_group_of_another_family_has_its_own_rows_and_no_xcom_values(sink: Pos
         assert all(s["decided"] > 0 and s["executed_majority"] for s in last.values())
         assert all(fs["legislature"] is not None and fs["watermark"] for *_, fs in nodes)
         assert all(any(m["leader"] for m in s["config"]["members"]) for s in last.values())
+    elif family == "chain":  # a chain group: the epoch is config_version, each member its lease
+        assert all(s["decided"] > 0 and s["config"]["epoch"] == s["config_version"] for s in last.values())
+        assert all(fs["epoch"] and fs["pos"] == executed and fs["lease_remaining_ms"] is not None
+                   for _g, _n, member, _st, executed, *_, fs in nodes if member)
     else:
         assert all(fs["gen"] is not None and fs["node_status"] for *_, fs in nodes)
 

@@ -357,12 +357,12 @@ def test_one_node_ten_years_ahead_live_and_replayed_is_one_clock_skew(mode: str)
 def family_events(family: str, seconds: int, group: str, seed: int, *faults: str) -> list[dict[str, Any]]:
     """A one-group run of ``family``'s simulator (faults named as its catalogue names them),
     the group renamed ``group``."""
-    from replimon.producers import simulator_gen, simulator_qlog
+    from replimon.producers import simulator_chain, simulator_gen, simulator_qlog
 
     if family == "xcom":
         events = simulate(seconds, *faults, groups=1, seed=seed)
     else:
-        sim = {"gen": simulator_gen, "qlog": simulator_qlog}[family]
+        sim = {"gen": simulator_gen, "qlog": simulator_qlog, "chain": simulator_chain}[family]
         events = []
         sim.Simulator(sim.SimOptions(groups=1, nodes=3, seed=seed, duration_ms=seconds * 1000),
                       [sim.parse_injection(f) for f in faults], events.append).run()
@@ -391,8 +391,48 @@ def test_a_quorum_log_group_goes_through_the_state_as_it_does_in_the_core() -> N
     assert back.family.name == "qlog" and back.snapshot()["config"] == states[-1]["config"]
 
 
+def test_a_chain_group_goes_through_the_state_as_it_does_in_the_core() -> None:
+    """A chain group's state line carries family "chain"; its alerts through the processor are
+    the core's, the wedge CHAIN_WEDGE_NOT_REPLACED included, which the bucket's timer fires with
+    no input at all once the group's events stop after the wedge; the state kept between batches
+    loads back as a chain group (docs/streaming.md, "State")."""
+    events = family_events("chain", 60, "ch1", 2, "chain_wedge_not_replaced:ch1@10s")
+    expected = {(a.alert_id, a.status) for a in Monitor().run(events)}
+    tester = TwsTester(row_processor(Limits(), LIVE, BUCKETS), timeMode="ProcessingTime")
+    # (a tail shorter than a lease: past it, the timers rightly expire every member's lease,
+    # which the core's run, ending with the events, never sees)
+    rows = drive(tester, events, tail_ms=2_000)
+    assert alert_keys(rows) == expected
+    alerts = [json.loads(r.payload) for r in rows if r.out == "alert"]
+    assert {"CHAIN_WEDGE_NOT_REPLACED", "CHAIN_VIEW_INSTALLED"} <= {a["kind"] for a in alerts}
+    assert [a["status"] for a in alerts if a["kind"] == "CHAIN_WEDGE_NOT_REPLACED"] == ["firing", "resolved"]
+    states = [json.loads(r.payload) for r in rows if r.out == "state"]
+    assert states and {(s["group"], s["family"]) for s in states} == {("ch1", "chain")}
+    assert states[-1]["config"]["epoch"] == states[-1]["config_version"] >= 1
+    kept = tester.peekValueState(STATE_NAME, bucket_of("ch1", BUCKETS))
+    assert kept is not None
+    line = parse_groups(kept[0])["ch1"]
+    assert line[3] == "chain"
+    back = GroupMonitor.from_state(json.loads(line[0]))
+    assert back.family.name == "chain" and back.snapshot()["config"] == states[-1]["config"]
+
+    # The group's events stop a second after the first wedge: nothing replaces it, and the
+    # bucket's timer alone raises CHAIN_WEDGE_NOT_REPLACED once processing time passes the bound.
+    wedged = min(e["ts_ms"] for e in events if e["type"] == "chain.wedge")
+    cut = [e for e in events if e["ts_ms"] <= wedged + 1_000]
+    quiet = TwsTester(row_processor(Limits(), LIVE, BUCKETS), timeMode="ProcessingTime")
+    before = drive(quiet, cut)
+    assert "CHAIN_WEDGE_NOT_REPLACED" not in {json.loads(r.payload)["kind"] for r in before if r.out == "alert"}
+    fired = quiet.setProcessingTime(wedged + 30_000)
+    late = [json.loads(r.payload) for r in fired if r.out == "alert"]
+    assert [(a["kind"], a["status"], a["group"]) for a in late if a["kind"] == "CHAIN_WEDGE_NOT_REPLACED"] == [
+        ("CHAIN_WEDGE_NOT_REPLACED", "firing", "ch1")]
+
+
 # (the group's family, the intruder's): each family's events into a group of each other one
-CONFLICTS = [("xcom", "gen"), ("xcom", "qlog"), ("gen", "qlog"), ("qlog", "gen"), ("qlog", "xcom")]
+CONFLICTS = [("xcom", "gen"), ("xcom", "qlog"), ("gen", "qlog"), ("qlog", "gen"), ("qlog", "xcom"),
+             ("chain", "xcom"), ("chain", "gen"), ("chain", "qlog"),
+             ("xcom", "chain"), ("gen", "chain"), ("qlog", "chain")]
 
 
 @pytest.mark.parametrize(("own", "other"), CONFLICTS, ids=[f"{a}-{b}" for a, b in CONFLICTS])
