@@ -55,7 +55,7 @@ _NUMERIC = {"partition", "offset", "ts_ms", "seq", "incarnation", "instance", "c
             "acked_outside", "old_count", "new_count", "relocated_outside", "synced_outside",
             "leg_members", "watermark", "leader_outside",
             "from_epoch", "epoch", "pos", "chain_length", "chain_repeats", "cas_from_epoch", "suspect_self",
-            "assumed_epoch", "assumed_pos", "accepted_epoch", "accepted_next", "stable", "ttl_ms"}
+            "assumed_epoch", "assumed_pos", "accepted_epoch", "accepted_next", "node_epoch", "stable", "ttl_ms"}
 
 
 @dataclass(frozen=True)
@@ -137,9 +137,9 @@ def _chain_wedge(e: Mapping[str, Any]) -> dict[str, Any]:
 
 def _chain_append(e: Mapping[str, Any]) -> dict[str, Any]:
     assumed = e.get("assumed") or {}
+    a_epoch, a_pos, epoch = assumed.get("epoch"), assumed.get("pos"), e.get("epoch")
     accepted = e.get("outcome") == "accepted"
-    a_epoch, a_pos = assumed.get("epoch"), assumed.get("pos")
-    return {"assumed_epoch": a_epoch, "assumed_pos": a_pos, "epoch": e.get("epoch"), "pos": e.get("pos"),
+    return {"assumed_epoch": a_epoch, "assumed_pos": a_pos, "epoch": epoch, "pos": e.get("pos"),
             "count": e.get("count"), "origin": e.get("origin"), "outcome": e.get("outcome"),
             "accepted_epoch": a_epoch if accepted else None,
             "accepted_next": a_pos + 1 if accepted and isinstance(a_pos, int) else None}
@@ -208,14 +208,46 @@ def _frame(rows: list[dict[str, Any]], suite: str) -> pd.DataFrame:
     return df
 
 
+def node_epochs(events: Iterable[Mapping[str, Any]]) -> dict[int, int]:
+    """``node_epoch`` of each chain.append (``DERIVED``), by ``id`` of the event: the highest epoch
+    its node stated before it (lower seq, same group, node and incarnation) by an installed view, a
+    heartbeat or an accepted append, across the topics (seq counts all of a node's events)."""
+    chain = sorted((e for e in events if str(e.get("type")).startswith("chain.")),
+                   key=lambda e: (str(e.get("group")), str(e.get("node")), e.get("incarnation") or 0, e.get("seq") or 0))
+    out: dict[int, int] = {}
+    high: dict[tuple[Any, Any, Any], int] = {}
+    for e in chain:
+        key, epoch = (e.get("group"), e.get("node"), e.get("incarnation")), e.get("epoch")
+        if e.get("type") == "chain.append" and key in high:
+            out[id(e)] = high[key]
+        states = (e.get("type") == "chain.heartbeat" or e.get("outcome") in ("installed", "accepted"))
+        if states and isinstance(epoch, int) and not isinstance(epoch, bool):
+            high[key] = max(high.get(key, epoch), epoch)
+    return out
+
+
+def _stale(row: dict[str, Any], node_epoch: int | None) -> None:
+    """An accepted run of an older epoch than its node was in is a stale write: the rules'
+    (CHAIN_STALE_EPOCH_WRITE), whatever its positions say; the run checks leave it out."""
+    row["node_epoch"] = node_epoch
+    epoch = row.get("epoch")
+    if node_epoch is not None and isinstance(epoch, int) and epoch < node_epoch:
+        row["accepted_epoch"] = row["accepted_next"] = None
+
+
 def input_frames(records: Iterable[Record]) -> dict[str, pd.DataFrame]:
     """One frame per input suite (empty suites left out), with ``seq_step`` and, for every
     family's heartbeats, ``clock_offset_ms``; rows in (source, partition, offset) order."""
+    records = list(records)
+    epochs = node_epochs(rec.event for rec in records)
     rows: dict[str, list[dict[str, Any]]] = {s: [] for s in INPUT_SUITES}
     for rec in records:
         suite = SUITE_OF_TYPE.get(str(rec.event.get("type")))
         if suite is not None:
-            rows[suite].append(_row(rec, suite))
+            row = _row(rec, suite)
+            if suite == CHAIN_APPEND:
+                _stale(row, epochs.get(id(rec.event)))
+            rows[suite].append(row)
     out = {}
     for suite, items in rows.items():
         if not items:

@@ -110,7 +110,7 @@ COLUMNS: dict[str, list[str]] = {
                  "reason", "cas_from_epoch", "seq_step"],
     CHAIN_WEDGE: [*WHERE, *ENVELOPE, "epoch", "reason", "suspect", "suspect_self", "seq_step"],
     CHAIN_APPEND: [*WHERE, *ENVELOPE, "assumed_epoch", "assumed_pos", "epoch", "pos", "count", "origin",
-                   "outcome", "accepted_epoch", "accepted_next", "seq_step"],
+                   "outcome", "node_epoch", "accepted_epoch", "accepted_next", "seq_step"],
     CHAIN_HEARTBEATS: [*WHERE, *ENVELOPE, "epoch", "chain_length", "chain_repeats", "wedged", "pos", "stable",
                        "ttl_ms", "status", "seq_step", "clock_offset_ms"],
     ALERTS: ["alert_id", "group", "kind", "severity", "category", "status", "instance", "node",
@@ -162,8 +162,13 @@ DERIVED: dict[str, str] = {
     "assumed_epoch": "chain.append: assumed.epoch, the epoch of the log head the run's first "
                      "append assumed.",
     "assumed_pos": "chain.append: assumed.pos, the position of that log head.",
-    "accepted_epoch": "chain.append: assumed.epoch of an accepted run (NULL for a refused one).",
-    "accepted_next": "chain.append: assumed.pos + 1 of an accepted run (NULL for a refused one).",
+    "node_epoch": "chain.append: the highest epoch the node stated before the run (lower seq, same "
+                  "incarnation) by an installed view, a heartbeat or an accepted append, on any "
+                  "topic of the sample (NULL: none).",
+    "accepted_epoch": "chain.append: assumed.epoch of an accepted run (NULL for a refused one and "
+                      "for a stale write, epoch < node_epoch: CHAIN_STALE_EPOCH_WRITE's).",
+    "accepted_next": "chain.append: assumed.pos + 1 of an accepted run (NULL for a refused one and "
+                     "for a stale write).",
     "gen_num": "generations: gen.num of a gen.state, gen_num of a gen.heartbeat (the node's "
                "current generation).",
     "last_vote_num": "generations: last_vote.num of a gen.state, last_vote_num of a gen.heartbeat.",
@@ -373,12 +378,15 @@ def chain_specs() -> dict[str, list[Spec]]:
                  "An accepted run starts right after the position its first append assumed: pos = "
                  "assumed.pos + 1 (store.rs ``append_entry`` writes at ``current_head.next()``; "
                  "derived column accepted_next). Whether assumed is the replica's log head is "
-                 "CHAIN_APPEND_NOT_CAS's business."),
+                 "CHAIN_APPEND_NOT_CAS's business, a run of an older epoch than the entry it "
+                 "follows CHAIN_STALE_EPOCH_WRITE's (not judged here)."),
             Spec(CHAIN_APPEND, "expect_column_pair_values_to_be_equal",
                  {"column_A": "epoch", "column_B": "accepted_epoch", "ignore_row_if": "either_value_is_missing"},
                  "An accepted run of data keeps the epoch of the entry it follows: epoch = "
                  "assumed.epoch (seed: data appends keep their epoch, E' = E; a new epoch starts "
-                 "with its ViewChange entry, a chain.view; derived column accepted_epoch)."),
+                 "with its ViewChange entry, a chain.view; derived column accepted_epoch). A run "
+                 "of an older epoch is a stale write, CHAIN_STALE_EPOCH_WRITE's business (docs/"
+                 "families.md 4.4: CHAIN_APPEND_NOT_CAS is 'not a stale write'): not judged."),
         ],
         CHAIN_HEARTBEATS: [
             *_envelope(CHAIN_HEARTBEATS),
