@@ -45,13 +45,13 @@ def run_variable() -> dash.QueryVariable:
 
 
 def family_variable() -> dash.QueryVariable:
-    """``$family``: the protocol families to show ('xcom', 'gen', 'qlog'; "All" by default), from the
+    """``$family``: the protocol families to show ('xcom', 'gen', 'qlog', 'chain'; "All" by default), from the
     run's groups (group_state.family). The group lists keep the groups of the chosen families, and
     each family's panels show rows only when their family is chosen (docs/dashboards.md,
     "Families"). Used in SQL as ``IN (${family:sqlstring})`` (sql.FAMILY)."""
     return (dash.QueryVariable("family").label("Family")
             .description("protocol family: xcom (MySQL XCom), gen (Postgres multimaster generations),"
-                         " qlog (quorum-log reconfiguration)")
+                         " qlog (quorum-log reconfiguration), chain (chain replication)")
             .datasource(DS)
             .query("SELECT DISTINCT family FROM group_state WHERE run_id = ${run:sqlstring} ORDER BY 1")
             .include_all(True).multi(True)

@@ -1,5 +1,5 @@
 """Group detail's rows for the families beside XCom (docs/families.md 5.2, docs/dashboards.md,
-"Families"): the generations row and the quorum-log row.
+"Families"): the generations row, the quorum-log row and the chain row.
 
 Each row's queries read the group's state and time series like the rest of Group detail, and
 return rows only for a group of their family and when the ``$family`` variable includes it, so a
@@ -42,6 +42,25 @@ WHERE t.run_id = {RUN} AND t.group_id = {GROUP} AND $__timeFilter(t.ts)
 ORDER BY 1"""
 
 
+def flag_stat(title: str, flag: str, where: str, description: str, text: str) -> cogbuilder.Builder[model.Panel]:
+    """A stat of a boolean of the group's state (``flag``, SQL): "no" green, ``text`` red."""
+    return stat_panel(title, f"SELECT CASE WHEN {flag} THEN 1 ELSE 0 END AS {text} FROM group_state WHERE {where}",
+                      description, thresholds=steps(GREEN, (1, RED)),
+                      mappings=[model.ValueMap(options={
+                          "0": model.ValueMappingResult(text="no", color=GREEN, index=0),
+                          "1": model.ValueMappingResult(text=text, color=RED, index=1)})], w=6)
+
+
+def optional_stat(title: str, value: str, alias: str, none: int, where: str,
+                  description: str) -> cogbuilder.Builder[model.Panel]:
+    """A stat of a number of the group's state that may be absent (``value``, SQL): absent reads
+    ``none`` and shows "none" (green), any value above it orange."""
+    return stat_panel(title, f"SELECT coalesce({value}, {none}) AS {alias} FROM group_state WHERE {where}",
+                      description, thresholds=steps(GREEN, (none + 1, ORANGE)),
+                      mappings=[model.ValueMap(options={
+                          str(none): model.ValueMappingResult(text="none", color=GREEN, index=0)})], w=6)
+
+
 # -- the generations family (docs/families.md 5.2): rows only for a gen group and when the
 # family variable includes 'gen'.
 GEN_WHERE = family_where("gen")
@@ -68,21 +87,12 @@ def gen_panels() -> list[cogbuilder.Builder[model.Panel]]:
        jsonb_array_length(config->'configured') AS configured
 FROM group_state WHERE {GEN_WHERE}""",
                    "Members of the current generation, and the nodes configured (latest state).", w=6),
-        stat_panel("Minority generation",
-                   f"SELECT CASE WHEN (config->>'minority')::boolean THEN 1 ELSE 0 END AS minority"
-                   f" FROM group_state WHERE {GEN_WHERE}",
-                   "Whether the current generation has fewer members than a majority of the "
-                   "configured nodes: it cannot commit.", thresholds=steps(GREEN, (1, RED)),
-                   mappings=[model.ValueMap(options={
-                       "0": model.ValueMappingResult(text="no", color=GREEN, index=0),
-                       "1": model.ValueMappingResult(text="minority", color=RED, index=1)})], w=6),
-        stat_panel("Open election",
-                   f"SELECT coalesce((config->>'election')::bigint, 0) AS election"
-                   f" FROM group_state WHERE {GEN_WHERE}",
-                   "The generation a majority voted for that the nodes have not switched to yet "
-                   "(none: no election open).", thresholds=steps(GREEN, (1, ORANGE)),
-                   mappings=[model.ValueMap(options={
-                       "0": model.ValueMappingResult(text="none", color=GREEN, index=0)})], w=6),
+        flag_stat("Minority generation", "(config->>'minority')::boolean", GEN_WHERE,
+                  "Whether the current generation has fewer members than a majority of the "
+                  "configured nodes: it cannot commit.", "minority"),
+        optional_stat("Open election", "(config->>'election')::bigint", "election", 0, GEN_WHERE,
+                      "The generation a majority voted for that the nodes have not switched to yet "
+                      "(none: no election open)."),
         timeseries_panel("Generation over time", [sql.series(config_version("gen", "generation", "members of the generation"))],
                          "The current generation number at each snapshot "
                          "(group_timeseries.config_version): each step is a switch to a new "
@@ -172,9 +182,94 @@ FROM group_state WHERE {QLOG_WHERE}""",
     ]
 
 
+# -- the chain family (docs/families.md 4 and 5.2): rows only for a chain group and when the
+# family variable includes 'chain'. group_state.config is the snapshot's: epoch, chain (head..tail),
+# head, tail, wedged (the current view is), wedged_epoch (the highest open wedge), view_changed_ts_ms;
+# node_state.family_state: epoch, pos, stable, wedged, wedged_epoch, lease_remaining_ms.
+CHAIN_WHERE = family_where("chain")
+
+
+def chain_text(chain: str) -> str:
+    """The chain ``chain`` (a JSON array, head first) as text, head..tail, the head marked."""
+    return (f"(SELECT string_agg(x.c || CASE WHEN x.i = 1 THEN ' (head)' ELSE '' END, ' > ' ORDER BY x.i)\n"
+            f"        FROM jsonb_array_elements_text({chain}) WITH ORDINALITY x(c, i))")
+
+
+# A node's position in the chain (1: the head), NULL outside it.
+_CHAIN_POSITION = """(SELECT x.i FROM jsonb_array_elements_text(g.config->'chain') WITH ORDINALITY x(c, i)
+        WHERE x.c = n.node_id)"""
+
+CHAIN_NOW = f"""SELECT {chain_text("config->'chain'")} AS chain,
+       config->>'head' AS head, config->>'tail' AS tail
+FROM group_state WHERE {CHAIN_WHERE}"""
+
+_CHAIN_NODES_FROM = f"""FROM node_state n
+JOIN group_state g ON g.run_id = n.run_id AND g.group_id = n.group_id
+WHERE n.run_id = {RUN} AND n.group_id = {GROUP} AND g.family = 'chain' AND 'chain' IN ({FAMILY})"""
+
+CHAIN_LEASES = f"""SELECT n.node_id AS member, {_CHAIN_POSITION} AS position,
+       (n.family_state->>'lease_remaining_ms')::bigint AS "lease remaining (ms)"
+{_CHAIN_NODES_FROM} AND n.member
+ORDER BY 2, 1"""
+
+CHAIN_NODES = f"""SELECT n.node_id AS node, {_CHAIN_POSITION} AS position,
+       CASE WHEN n.node_id = g.config->>'head' THEN 'head'
+            WHEN n.node_id = g.config->>'tail' THEN 'tail' ELSE '' END AS role,
+       n.member AS "in chain",
+       (n.family_state->>'epoch')::bigint AS epoch,
+       (n.family_state->>'pos')::bigint AS pos,
+       (n.family_state->>'stable')::bigint AS stable,
+       (n.family_state->>'wedged')::boolean AS wedged,
+       (n.family_state->>'wedged_epoch')::bigint AS "wedged epoch",
+       (n.family_state->>'lease_remaining_ms')::bigint AS "lease remaining (ms)",
+       n.status, n.silent, n.last_ts AS "last event"
+{_CHAIN_NODES_FROM}
+ORDER BY 2 NULLS LAST, n.node_id"""
+
+
+def chain_panels() -> list[cogbuilder.Builder[model.Panel]]:
+    """The chain row: the epoch in force, its chain head..tail, whether it is wedged, each member's
+    lease, the epoch over time, each replica's view."""
+    return [
+        stat_panel("Epoch", f"SELECT (config->>'epoch')::bigint AS epoch FROM group_state WHERE {CHAIN_WHERE}",
+                   "The epoch of the view in force (the highest one a replica installed; latest state).", w=6),
+        stat_panel("Chain length",
+                   f"SELECT jsonb_array_length(config->'chain') AS replicas FROM group_state WHERE {CHAIN_WHERE}",
+                   "How many replicas the chain of the view in force holds (latest state).", w=6),
+        flag_stat("Wedged", "(config->>'wedged')::boolean", CHAIN_WHERE,
+                  "Whether a replica wedged the view in force: the chain accepts no writes until a "
+                  "view with a higher epoch is installed (20 s: CHAIN_WEDGE_NOT_REPLACED).", "wedged"),
+        optional_stat("Wedged epoch", "(config->>'wedged_epoch')::bigint", '"wedged epoch"', -1, CHAIN_WHERE,
+                      "The highest epoch a replica wedged that no higher view has replaced yet (none: "
+                      "no open wedge)."),
+        table_panel("Chain now", CHAIN_NOW,
+                    "The chain of the view in force, head..tail with the head marked (latest "
+                    "state): client writes go to the head, the tail acknowledges.", w=12, h=4, coloured=()),
+        table_panel("Leases now", CHAIN_LEASES,
+                    "Each member of the chain in chain order (1: the head) and how long its "
+                    "view-manager lease has left at the group's clock (latest state; negative: "
+                    "expired, CHAIN_LEASE_EXPIRED, then CHAIN_VIEW_STALE if no view leaves it out).",
+                    w=12, h=4, coloured=()),
+        timeseries_panel("Epoch over time",
+                         [sql.series(config_version("chain", "epoch", "members of the chain"))],
+                         "The epoch in force at each snapshot (group_timeseries.config_version): "
+                         "each step is an installed view (a re-view of the same chain is a step "
+                         "too; epochs grow, not by 1); and how many replicas its chain holds.",
+                         unit="none", w=12),
+        table_panel("Chain replicas now", CHAIN_NODES,
+                    "Each replica (latest state): its position in the chain (1: the head), head or "
+                    "tail, whether it is in the chain in force, the epoch it is in, its last log "
+                    "position, the tail's acknowledged position where it knows it (stable), "
+                    "whether it is wedged and which epoch, its lease remaining.", w=12,
+                    coloured=()),
+    ]
+
+
 # Panel titles of each family's panels (the tests expand them with a group of that family).
 FAMILY_PANELS = {"gen": ("Generation", "Generation members / configured", "Minority generation",
                          "Open election", "Generation over time", "Generation nodes now"),
                  "qlog": ("Legislature", "Legislature members / leaders", "Decree frontier",
                           "Open recoveries", "Legislature over time", "Open recoveries now",
-                          "Quorum-log replicas now")}
+                          "Quorum-log replicas now"),
+                 "chain": ("Epoch", "Chain length", "Wedged", "Wedged epoch", "Chain now", "Leases now",
+                           "Epoch over time", "Chain replicas now")}

@@ -2,7 +2,7 @@
 
 What is wrong and where: groups by health, what is firing by kind and severity, which groups are
 reconfiguring, which are closest to their event horizon, which nodes went silent, and where
-each generations and quorum-log group stands. The ``$family`` variable keeps the groups of the chosen protocol
+each generations, quorum-log and chain group stands. The ``$family`` variable keeps the groups of the chosen protocol
 families. Every group cell links to Group detail.
 """
 
@@ -17,6 +17,7 @@ from grafana_foundation_sdk.models import dashboard as model
 from grafana_foundation_sdk.models import piechart as pm
 
 from replimon.dashboards import sql
+from replimon.dashboards.boards.families import chain_text
 from replimon.dashboards.build import (
     DS,
     GREEN,
@@ -109,6 +110,15 @@ jsonb_array_length(g.config->'members') AS members,
 g.executed_majority AS "executed by a majority",
 jsonb_array_length(g.config->'recovering') AS "open recoveries"''', "")
 
+# Chain groups (docs/families.md 5.2): the epoch in force, its chain head..tail, whether it is
+# wedged and the position a majority of the chain holds, from group_state.config; wedged first.
+CHAINS = family_groups("chain", f'''(g.config->>'epoch')::bigint AS epoch,
+{chain_text("g.config->'chain'")} AS chain,
+jsonb_array_length(g.config->'chain') AS replicas,
+CASE WHEN (g.config->>'wedged')::boolean THEN 'wedged' ELSE '' END AS wedged,
+(g.config->>'wedged_epoch')::bigint AS "wedged epoch",
+g.executed_majority AS "pos held by a majority"''', "(g.config->>'wedged')::boolean DESC NULLS FIRST, ")
+
 FIRING = f"""SELECT o.group_id AS "group", o.severity, o.kind, o.category,
        o.event_ts AS "since", o.detected_ts AS detected, o.node, o.instance, o.message
 FROM (
@@ -147,11 +157,12 @@ def stats() -> list[cogbuilder.Builder[model.Panel]]:
         stat_panel("Groups", f"""SELECT count(*) AS groups,
        count(*) FILTER (WHERE family = 'xcom') AS xcom,
        count(*) FILTER (WHERE family = 'gen') AS gen,
-       count(*) FILTER (WHERE family = 'qlog') AS qlog
+       count(*) FILTER (WHERE family = 'qlog') AS qlog,
+       count(*) FILTER (WHERE family = 'chain') AS chain
 FROM group_state
 WHERE run_id = {RUN}""", "Groups of this run (latest state): all of them, and how many of each "
                    "protocol family (xcom: MySQL XCom, gen: Postgres multimaster generations, "
-                   "qlog: quorum-log reconfiguration)."),
+                   "qlog: quorum-log reconfiguration, chain: chain replication)."),
         stat_panel("Critical groups", f"""SELECT count(*) FILTER (WHERE h.level = 2) AS critical
 FROM (
 {indent(sql.health_levels(), 4)}
@@ -250,4 +261,11 @@ def build() -> dash.Dashboard:
                 "member(s) naming themselves leader (empty: none, QLOG_NO_LEADER if it lasts), "
                 "the decree frontier (highest passed, highest contiguous executed, executed by a "
                 "majority of the legislature) and the open recover requests.", h=8,
+                links=[group_link()], coloured=("health",)))
+            .with_panel(table_panel(
+                "Chains now", CHAINS, "Each chain group (family chain, shown when the family "
+                "variable includes it): the epoch of the view in force, its chain head > .. > tail "
+                "with the head marked, how many replicas it holds, whether the view is wedged and "
+                "the highest open wedge's epoch (CHAIN_WEDGE_NOT_REPLACED if it lasts), the log "
+                "position a majority of the chain holds. Wedged groups first.", h=8,
                 links=[group_link()], coloured=("health",))))

@@ -16,7 +16,7 @@ from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as model
 
 from replimon.dashboards import sql
-from replimon.dashboards.boards.families import gen_panels, qlog_panels
+from replimon.dashboards.boards.families import chain_panels, chain_text, gen_panels, qlog_panels
 from replimon.dashboards.build import (
     DS,
     GREEN,
@@ -68,8 +68,8 @@ _MEMBERS = ("(SELECT string_agg(m->>'id' || ' (protocol ' || (m->>'protocol') ||
 
 # Every family's configuration (docs/families.md 5.2): XCom's active and pending ones from its
 # columns, any other family's from group_state.config (a generation's members are ids, a
-# legislature's {id, leader} objects: shown as ids, the leader marked); ``configuration`` is the
-# JSON as stored.
+# legislature's {id, leader} objects: shown as ids, the leader marked; a chain's view is its
+# ordered chain, head marked); ``configuration`` is the JSON as stored.
 CONFIGS = f"""SELECT family, 'active' AS role, active_start AS version,
        active_event_horizon AS "event horizon",
        (snapshot->'active'->>'decided_at')::bigint AS "decided at",
@@ -85,14 +85,17 @@ SELECT family, 'pending', (p->>'start')::bigint, (p->>'event_horizon')::integer,
 FROM group_state, jsonb_array_elements(pending) p
 WHERE {WHERE} AND family = 'xcom'
 UNION ALL
-SELECT family, CASE family WHEN 'gen' THEN 'generation' WHEN 'qlog' THEN 'legislature' ELSE 'current' END,
-       CASE family WHEN 'qlog' THEN (config->>'legislature')::bigint ELSE (config->>'num')::bigint END,
+SELECT family, CASE family WHEN 'gen' THEN 'generation' WHEN 'qlog' THEN 'legislature'
+                          WHEN 'chain' THEN 'view' ELSE 'current' END,
+       CASE family WHEN 'qlog' THEN (config->>'legislature')::bigint
+                   WHEN 'chain' THEN (config->>'epoch')::bigint ELSE (config->>'num')::bigint END,
        NULL, NULL,
-       (SELECT string_agg(CASE jsonb_typeof(m)
-                            WHEN 'object' THEN (m->>'id') || CASE WHEN (m->>'leader')::boolean
-                                                                  THEN ' (leader)' ELSE '' END
-                            ELSE m #>> '{{}}' END, ', ')
-        FROM jsonb_array_elements(config->'members') m),
+       CASE family WHEN 'chain' THEN {chain_text("config->'chain'")}
+       ELSE (SELECT string_agg(CASE jsonb_typeof(m)
+                                 WHEN 'object' THEN (m->>'id') || CASE WHEN (m->>'leader')::boolean
+                                                                       THEN ' (leader)' ELSE '' END
+                                 ELSE m #>> '{{}}' END, ', ')
+             FROM jsonb_array_elements(config->'members') m) END,
        config::text
 FROM group_state
 WHERE {WHERE} AND family <> 'xcom' AND config IS NOT NULL
@@ -200,7 +203,7 @@ def build() -> dash.Dashboard:
            .annotation(annotation("Alerts", ALERT_ANNOTATION, "red")))
     for panel in stats():
         out = out.with_panel(panel)
-    for panel in [*gen_panels(), *qlog_panels()]:
+    for panel in [*gen_panels(), *qlog_panels(), *chain_panels()]:
         out = out.with_panel(panel)
     return (out
             .with_panel(timeseries_panel(
@@ -221,7 +224,8 @@ def build() -> dash.Dashboard:
                 "start instance, event horizon, the instance that decided it, members with their "
                 "protocol. Generations: the current generation, version = its number, its "
                 "members. Quorum-log: the legislature in force, version = its number, its "
-                "members in order with the leader marked. The configuration column is the "
+                "members in order with the leader marked. Chain: the view in force, version = its "
+                "epoch, its chain head > .. > tail with the head marked. The configuration column is the "
                 "configuration as stored.",
                 w=12, coloured=()))
             .with_panel(table_panel(

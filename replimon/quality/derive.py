@@ -21,6 +21,10 @@ import pandas as pd
 
 from replimon.quality.suites import (
     ALERTS,
+    CHAIN_APPEND,
+    CHAIN_HEARTBEATS,
+    CHAIN_VIEW,
+    CHAIN_WEDGE,
     COLUMNS,
     DECISIONS,
     EVENT_TYPE,
@@ -49,7 +53,9 @@ _NUMERIC = {"partition", "offset", "ts_ms", "seq", "incarnation", "instance", "c
             "last_vote_num", "xgen", "at_num", "xact_sample",
             "num", "leg", "new_leg", "reconf_members", "ballot_n", "acceptors_count", "acked_count",
             "acked_outside", "old_count", "new_count", "relocated_outside", "synced_outside",
-            "leg_members", "watermark", "leader_outside"}
+            "leg_members", "watermark", "leader_outside",
+            "from_epoch", "epoch", "pos", "chain_length", "chain_repeats", "cas_from_epoch", "suspect_self",
+            "assumed_epoch", "assumed_pos", "accepted_epoch", "accepted_next", "node_epoch", "stable", "ttl_ms"}
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,46 @@ _QLOG_ROWS = {QLOG_DECREE: lambda e: {**_qlog_value(e), "outcome": e.get("outcom
               QLOG_PASSED: _qlog_passed, QLOG_RECOVER: _qlog_recover, QLOG_HEARTBEATS: _qlog_heartbeat}
 
 
+def _repeats(chain: Any) -> int | None:
+    """How many entries of ``chain`` name a node an earlier entry names (None without a chain)."""
+    return None if chain is None else len(chain) - len(set(chain))
+
+
+def _chain_view(e: Mapping[str, Any]) -> dict[str, Any]:
+    epoch, from_epoch = e.get("epoch"), e.get("from_epoch")
+    cas = e.get("outcome") == "installed" and not (epoch == from_epoch == 0)
+    return {"from_epoch": from_epoch, "epoch": epoch, "chain_length": _opt_len(e.get("chain")),
+            "chain_repeats": _repeats(e.get("chain")), "pos": e.get("pos"), "outcome": e.get("outcome"),
+            "reason": e.get("reason"), "cas_from_epoch": from_epoch if cas else None}
+
+
+def _chain_wedge(e: Mapping[str, Any]) -> dict[str, Any]:
+    suspect = e.get("suspect")
+    return {"epoch": e.get("epoch"), "reason": e.get("reason"), "suspect": suspect,
+            "suspect_self": None if suspect is None else int(suspect == e.get("node"))}
+
+
+def _chain_append(e: Mapping[str, Any]) -> dict[str, Any]:
+    assumed = e.get("assumed") or {}
+    a_epoch, a_pos, epoch = assumed.get("epoch"), assumed.get("pos"), e.get("epoch")
+    accepted = e.get("outcome") == "accepted"
+    return {"assumed_epoch": a_epoch, "assumed_pos": a_pos, "epoch": epoch, "pos": e.get("pos"),
+            "count": e.get("count"), "origin": e.get("origin"), "outcome": e.get("outcome"),
+            "accepted_epoch": a_epoch if accepted else None,
+            "accepted_next": a_pos + 1 if accepted and isinstance(a_pos, int) else None}
+
+
+def _chain_heartbeat(e: Mapping[str, Any]) -> dict[str, Any]:
+    return {"epoch": e.get("epoch"), "chain_length": _opt_len(e.get("chain")),
+            "chain_repeats": _repeats(e.get("chain")), "wedged": e.get("wedged"), "pos": e.get("pos"),
+            "stable": e.get("stable"), "ttl_ms": e.get("ttl_ms"), "status": e.get("status")}
+
+
+# The chain types' rows (docs/families.md 4.2), by suite.
+_CHAIN_ROWS = {CHAIN_VIEW: _chain_view, CHAIN_WEDGE: _chain_wedge, CHAIN_APPEND: _chain_append,
+               CHAIN_HEARTBEATS: _chain_heartbeat}
+
+
 def _row(rec: Record, suite: str) -> dict[str, Any]:
     e = rec.event
     row: dict[str, Any] = {"source": rec.source, "partition": rec.partition, "offset": rec.offset,
@@ -144,6 +190,8 @@ def _row(rec: Record, suite: str) -> dict[str, Any]:
                    xact_sample=e.get("xact_sample"))
     elif suite in _QLOG_ROWS:
         row.update(_QLOG_ROWS[suite](e))
+    elif suite in _CHAIN_ROWS:
+        row.update(_CHAIN_ROWS[suite](e))
     else:
         row.update(instance=e.get("instance"), outcome=e.get("outcome"), start=e.get("start"),
                    event_horizon=e.get("event_horizon"), members_count=_opt_len(e.get("members")),
@@ -160,14 +208,46 @@ def _frame(rows: list[dict[str, Any]], suite: str) -> pd.DataFrame:
     return df
 
 
+def node_epochs(events: Iterable[Mapping[str, Any]]) -> dict[int, int]:
+    """``node_epoch`` of each chain.append (``DERIVED``), by ``id`` of the event: the highest epoch
+    its node stated before it (lower seq, same group, node and incarnation) by an installed view, a
+    heartbeat or an accepted append, across the topics (seq counts all of a node's events)."""
+    chain = sorted((e for e in events if str(e.get("type")).startswith("chain.")),
+                   key=lambda e: (str(e.get("group")), str(e.get("node")), e.get("incarnation") or 0, e.get("seq") or 0))
+    out: dict[int, int] = {}
+    high: dict[tuple[Any, Any, Any], int] = {}
+    for e in chain:
+        key, epoch = (e.get("group"), e.get("node"), e.get("incarnation")), e.get("epoch")
+        if e.get("type") == "chain.append" and key in high:
+            out[id(e)] = high[key]
+        states = (e.get("type") == "chain.heartbeat" or e.get("outcome") in ("installed", "accepted"))
+        if states and isinstance(epoch, int) and not isinstance(epoch, bool):
+            high[key] = max(high.get(key, epoch), epoch)
+    return out
+
+
+def _stale(row: dict[str, Any], node_epoch: int | None) -> None:
+    """An accepted run of an older epoch than its node was in is a stale write: the rules'
+    (CHAIN_STALE_EPOCH_WRITE), whatever its positions say; the run checks leave it out."""
+    row["node_epoch"] = node_epoch
+    epoch = row.get("epoch")
+    if node_epoch is not None and isinstance(epoch, int) and epoch < node_epoch:
+        row["accepted_epoch"] = row["accepted_next"] = None
+
+
 def input_frames(records: Iterable[Record]) -> dict[str, pd.DataFrame]:
     """One frame per input suite (empty suites left out), with ``seq_step`` and, for every
     family's heartbeats, ``clock_offset_ms``; rows in (source, partition, offset) order."""
+    records = list(records)
+    epochs = node_epochs(rec.event for rec in records)
     rows: dict[str, list[dict[str, Any]]] = {s: [] for s in INPUT_SUITES}
     for rec in records:
         suite = SUITE_OF_TYPE.get(str(rec.event.get("type")))
         if suite is not None:
-            rows[suite].append(_row(rec, suite))
+            row = _row(rec, suite)
+            if suite == CHAIN_APPEND:
+                _stale(row, epochs.get(id(rec.event)))
+            rows[suite].append(row)
     out = {}
     for suite, items in rows.items():
         if not items:
@@ -175,7 +255,7 @@ def input_frames(records: Iterable[Record]) -> dict[str, pd.DataFrame]:
         items.sort(key=lambda r: (r["source"], r["partition"], r["offset"]))
         df = _frame(items, suite)
         df["seq_step"] = seq_steps(df)
-        if suite in (HEARTBEATS, GEN_HEARTBEATS, QLOG_HEARTBEATS):
+        if suite in (HEARTBEATS, GEN_HEARTBEATS, QLOG_HEARTBEATS, CHAIN_HEARTBEATS):
             df["clock_offset_ms"] = clock_offsets(df)
         out[suite] = df
     return out

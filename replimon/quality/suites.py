@@ -2,7 +2,8 @@
 
 One suite per input topic (contract v1 beyond what the JSON Schema can say), one per generations
 event type (``gen.state``, ``gen.xact``, ``gen.heartbeat``: they share the topics), one per
-quorum-log event type (``qlog.decree``, ``qlog.passed``, ``qlog.recover``, ``qlog.heartbeat``) and per output
+quorum-log event type (``qlog.decree``, ``qlog.passed``, ``qlog.recover``, ``qlog.heartbeat``), one
+per chain event type (``chain.view``, ``chain.wedge``, ``chain.append``, ``chain.heartbeat``) and per output
 (``monitor.alerts``: alert fields complete; ``monitor.state`` and ``monitor.state.nodes``: state
 invariants). Each expectation is a plain Great Expectations 1.x expectation on a column of the
 suite's frame; what GX cannot express directly (a node's seq going backwards, a node's clock
@@ -34,17 +35,21 @@ DECISIONS, EXECUTIONS, HEARTBEATS, CONFIG = (
 GEN_STATE, GEN_XACT, GEN_HEARTBEATS = "replica.gen.state", "replica.gen.xact", "replica.gen.heartbeat"
 QLOG_DECREE, QLOG_PASSED, QLOG_RECOVER, QLOG_HEARTBEATS = (
     "replica.qlog.decree", "replica.qlog.passed", "replica.qlog.recover", "replica.qlog.heartbeat")
+CHAIN_VIEW, CHAIN_WEDGE, CHAIN_APPEND, CHAIN_HEARTBEATS = (
+    "replica.chain.view", "replica.chain.wedge", "replica.chain.append", "replica.chain.heartbeat")
 ALERTS, STATE, NODES = "monitor.alerts", "monitor.state", "monitor.state.nodes"
 XCOM_SUITES = (DECISIONS, EXECUTIONS, HEARTBEATS, CONFIG)
 GEN_SUITES = (GEN_STATE, GEN_XACT, GEN_HEARTBEATS)
 QLOG_SUITES = (QLOG_DECREE, QLOG_PASSED, QLOG_RECOVER, QLOG_HEARTBEATS)
-INPUT_SUITES = XCOM_SUITES + GEN_SUITES + QLOG_SUITES
+CHAIN_SUITES = (CHAIN_VIEW, CHAIN_WEDGE, CHAIN_APPEND, CHAIN_HEARTBEATS)
+INPUT_SUITES = XCOM_SUITES + GEN_SUITES + QLOG_SUITES + CHAIN_SUITES
 OUTPUT_SUITES = (ALERTS, STATE, NODES)
 SUITES = INPUT_SUITES + OUTPUT_SUITES
 EVENT_TYPE = {DECISIONS: "decision", EXECUTIONS: "execution", HEARTBEATS: "heartbeat", CONFIG: "config",
               GEN_STATE: "gen.state", GEN_XACT: "gen.xact", GEN_HEARTBEATS: "gen.heartbeat",
               QLOG_DECREE: "qlog.decree", QLOG_PASSED: "qlog.passed", QLOG_RECOVER: "qlog.recover",
-              QLOG_HEARTBEATS: "qlog.heartbeat"}
+              QLOG_HEARTBEATS: "qlog.heartbeat", CHAIN_VIEW: "chain.view", CHAIN_WEDGE: "chain.wedge",
+              CHAIN_APPEND: "chain.append", CHAIN_HEARTBEATS: "chain.heartbeat"}
 
 # An event time before 2000-01-01 is not epoch milliseconds (most likely seconds, or a zero).
 MIN_TS_MS = 946_684_800_000
@@ -65,6 +70,13 @@ XACT_ROLES = ["coordinator", "replica", "resolver"]
 DECREE_KINDS = ["values", "reconf"]
 DECREE_OUTCOMES = ["executed", "skipped"]
 RECOVER_PHASES = ["started", "synced", "failed"]
+# Chain: a view change's outcome and refusal reason, a wedge's reason, an append run's origin and
+# outcome (docs/families.md 4.2; replimon.contract.models_chain).
+VIEW_OUTCOMES = ["installed", "rejected"]
+VIEW_REASONS = ["WrongEpoch", "Wedged", "BadSequence"]
+WEDGE_REASONS = ["suspect_upstream", "suspect_downstream", "command"]
+APPEND_ORIGINS = ["client", "upstream"]
+APPEND_OUTCOMES = ["accepted", "bad_sequence", "wedged", "wrong_epoch"]
 
 # Identifying columns of every input frame (where the record was read, whose it is).
 WHERE = ["source", "partition", "offset"]
@@ -94,6 +106,13 @@ COLUMNS: dict[str, list[str]] = {
                    "synced_outside", "seq_step"],
     QLOG_HEARTBEATS: [*WHERE, *ENVELOPE, "leg", "leg_members", "watermark", "leader", "leader_outside",
                       "status", "seq_step", "clock_offset_ms"],
+    CHAIN_VIEW: [*WHERE, *ENVELOPE, "from_epoch", "epoch", "chain_length", "chain_repeats", "pos", "outcome",
+                 "reason", "cas_from_epoch", "seq_step"],
+    CHAIN_WEDGE: [*WHERE, *ENVELOPE, "epoch", "reason", "suspect", "suspect_self", "seq_step"],
+    CHAIN_APPEND: [*WHERE, *ENVELOPE, "assumed_epoch", "assumed_pos", "epoch", "pos", "count", "origin",
+                   "outcome", "node_epoch", "accepted_epoch", "accepted_next", "seq_step"],
+    CHAIN_HEARTBEATS: [*WHERE, *ENVELOPE, "epoch", "chain_length", "chain_repeats", "wedged", "pos", "stable",
+                       "ttl_ms", "status", "seq_step", "clock_offset_ms"],
     ALERTS: ["alert_id", "group", "kind", "severity", "category", "status", "instance", "node",
              "event_ts_ms", "detected_ts_ms", "message", "kind_class"],
     STATE: ["group", "clock_ms", "decided", "executed_majority", "effective_horizon",
@@ -133,6 +152,23 @@ DERIVED: dict[str, str] = {
                       "requested membership (NULL unless synced).",
     "leader_outside": "qlog.heartbeat: 1 when the leader it believes in is not one of its "
                       "members, else 0 (NULL without a leader).",
+    "chain_length": "chain.view, chain.heartbeat: the number of nodes the chain names.",
+    "chain_repeats": "chain.view, chain.heartbeat: how many entries of the chain name a node an "
+                     "earlier entry names (0: each node once).",
+    "cas_from_epoch": "chain.view: from_epoch of an installed view change (NULL for a rejected "
+                      "one and for the bootstrap self-view, epoch 0 from 0, which is no CAS).",
+    "suspect_self": "chain.wedge: 1 when the replica names itself as the suspect, else 0 (NULL "
+                    "without a suspect).",
+    "assumed_epoch": "chain.append: assumed.epoch, the epoch of the log head the run's first "
+                     "append assumed.",
+    "assumed_pos": "chain.append: assumed.pos, the position of that log head.",
+    "node_epoch": "chain.append: the highest epoch the node stated before the run (lower seq, same "
+                  "incarnation) by an installed view, a heartbeat or an accepted append, on any "
+                  "topic of the sample (NULL: none).",
+    "accepted_epoch": "chain.append: assumed.epoch of an accepted run (NULL for a refused one and "
+                      "for a stale write, epoch < node_epoch: CHAIN_STALE_EPOCH_WRITE's).",
+    "accepted_next": "chain.append: assumed.pos + 1 of an accepted run (NULL for a refused one and "
+                     "for a stale write).",
     "gen_num": "generations: gen.num of a gen.state, gen_num of a gen.heartbeat (the node's "
                "current generation).",
     "last_vote_num": "generations: last_vote.num of a gen.state, last_vote_num of a gen.heartbeat.",
@@ -284,6 +320,87 @@ def qlog_specs() -> dict[str, list[Spec]]:
     }
 
 
+def _chain_once(suite: str) -> Spec:
+    return _none_outside(suite, "chain_repeats",
+                         "A chain is an ordered list head..tail that names each node once "
+                         "(docs/families.md 1.2, duty 3; contract v1 says so too)")
+
+
+def chain_specs() -> dict[str, list[Spec]]:
+    """The chain suites (docs/families.md 4.2): what a publisher gets wrong in its fields. Whether
+    an append or a view change was a CAS from the replica's log head, an epoch went back or two
+    heads wrote is the rules' (docs/rules.md, "The chain family"): the suites check only what one
+    record says of itself."""
+    return {
+        CHAIN_VIEW: [
+            *_envelope(CHAIN_VIEW),
+            _nonneg(CHAIN_VIEW, "from_epoch", "An epoch"),
+            _nonneg(CHAIN_VIEW, "epoch", "An epoch"),
+            _nonneg(CHAIN_VIEW, "pos", "A log position"),
+            _in_set(CHAIN_VIEW, "outcome", VIEW_OUTCOMES, "A view change is installed or rejected."),
+            _in_set(CHAIN_VIEW, "reason", VIEW_REASONS,
+                    "A rejected view change fails as WrongEpoch, Wedged or BadSequence (views.rs, "
+                    "store.rs); an installed one has no reason."),
+            _chain_once(CHAIN_VIEW),
+            Spec(CHAIN_VIEW, "expect_column_pair_values_a_to_be_greater_than_b",
+                 {"column_A": "epoch", "column_B": "cas_from_epoch", "or_equal": False,
+                  "ignore_row_if": "either_value_is_missing"},
+                 "An installed view change moves to a higher epoch: epoch > from_epoch (seed "
+                 "``viewChanged``: ``next_epoch <= self.current_epoch`` is WrongEpoch; derived "
+                 "column cas_from_epoch). The bootstrap self-view (epoch 0 from 0) is no change "
+                 "and not judged; whether from_epoch is the replica's own epoch is "
+                 "CHAIN_VIEW_NOT_CAS's business."),
+        ],
+        CHAIN_WEDGE: [
+            *_envelope(CHAIN_WEDGE),
+            _nonneg(CHAIN_WEDGE, "epoch", "An epoch"),
+            _in_set(CHAIN_WEDGE, "reason", WEDGE_REASONS,
+                    "A replica wedges because it suspects its upstream or downstream, or on command."),
+            _none_outside(CHAIN_WEDGE, "suspect_self",
+                          "A replica suspects its upstream or downstream, never itself"),
+        ],
+        CHAIN_APPEND: [
+            *_envelope(CHAIN_APPEND),
+            _nonneg(CHAIN_APPEND, "assumed_epoch", "An epoch"),
+            _nonneg(CHAIN_APPEND, "assumed_pos", "A log position"),
+            _nonneg(CHAIN_APPEND, "epoch", "An epoch"),
+            _nonneg(CHAIN_APPEND, "pos", "A log position"),
+            Spec(CHAIN_APPEND, "expect_column_values_to_be_between", {"column": "count", "min_value": 1},
+                 "A run holds at least one entry (contract v1 says so too; the suite repeats it for "
+                 "a source that skipped parsing)."),
+            _in_set(CHAIN_APPEND, "origin", APPEND_ORIGINS,
+                    "A run comes from a client (at the head) or from the replica's upstream."),
+            _in_set(CHAIN_APPEND, "outcome", APPEND_OUTCOMES,
+                    "store.rs ``append_entry`` accepts a run or refuses it as bad_sequence, wedged "
+                    "or wrong_epoch."),
+            Spec(CHAIN_APPEND, "expect_column_pair_values_to_be_equal",
+                 {"column_A": "pos", "column_B": "accepted_next", "ignore_row_if": "either_value_is_missing"},
+                 "An accepted run starts right after the position its first append assumed: pos = "
+                 "assumed.pos + 1 (store.rs ``append_entry`` writes at ``current_head.next()``; "
+                 "derived column accepted_next). Whether assumed is the replica's log head is "
+                 "CHAIN_APPEND_NOT_CAS's business, a run of an older epoch than the entry it "
+                 "follows CHAIN_STALE_EPOCH_WRITE's (not judged here)."),
+            Spec(CHAIN_APPEND, "expect_column_pair_values_to_be_equal",
+                 {"column_A": "epoch", "column_B": "accepted_epoch", "ignore_row_if": "either_value_is_missing"},
+                 "An accepted run of data keeps the epoch of the entry it follows: epoch = "
+                 "assumed.epoch (seed: data appends keep their epoch, E' = E; a new epoch starts "
+                 "with its ViewChange entry, a chain.view; derived column accepted_epoch). A run "
+                 "of an older epoch is a stale write, CHAIN_STALE_EPOCH_WRITE's business (docs/"
+                 "families.md 4.4: CHAIN_APPEND_NOT_CAS is 'not a stale write'): not judged."),
+        ],
+        CHAIN_HEARTBEATS: [
+            *_envelope(CHAIN_HEARTBEATS),
+            _clock(CHAIN_HEARTBEATS),
+            _nonneg(CHAIN_HEARTBEATS, "epoch", "An epoch"),
+            _nonneg(CHAIN_HEARTBEATS, "pos", "A log position"),
+            _nonneg(CHAIN_HEARTBEATS, "stable", "The tail's acknowledged position"),
+            Spec(CHAIN_HEARTBEATS, "expect_column_values_to_be_between", {"column": "ttl_ms", "min_value": 1},
+                 "A lease has a positive TTL (etcd.rs grants it with a TTL; contract v1 says so too)."),
+            _chain_once(CHAIN_HEARTBEATS),
+        ],
+    }
+
+
 def specs() -> dict[str, list[Spec]]:
     """Every suite's expectations, by suite name."""
     triples = sorted(f"{k} {sev} {cat}" for k, (sev, cat) in KINDS.items())
@@ -363,6 +480,7 @@ def specs() -> dict[str, list[Spec]]:
                  "mtm's node status is one of online, recovery, catchup, disabled, isolated."),
         ],
         **qlog_specs(),
+        **chain_specs(),
         ALERTS: [
             *(Spec(ALERTS, "expect_column_values_to_not_be_null", {"column": c},
                    f"Every alert has its {c} (docs/rules.md, \"Alert records\").")

@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,9 @@ def family_queries(family: str, *fleet_titles: str) -> list[Query]:
 # which checks their values; the end-to-end run carries all three fleets, but every recovery of it
 # has completed by its end, so its "Open recoveries now" is rightly empty (the own run holds one).
 QLOG_QUERIES = family_queries("qlog", "Quorum logs now")
+# The chain panels likewise against a chain run of their own (test_chain_panels_...), which holds a
+# view still wedged at its end; the end-to-end run's chain fleet runs them too.
+CHAIN_QUERIES = family_queries("chain", "Chains now")
 E2E_QUERIES = [q for q in QUERIES if q.where != "Open recoveries now/A"]
 
 
@@ -317,7 +321,7 @@ class Setting:
     run: str
     group: str
     ranges: dict[str, TimeRange]
-    families: tuple[str, ...] = ("gen", "qlog", "xcom")
+    families: tuple[str, ...] = ("chain", "gen", "qlog", "xcom")
     family_groups: tuple[tuple[str, str], ...] = ()  # family -> the group its panels are run for
     live: bool = False  # the run's batches ran live (else a replay: no alert latency)
 
@@ -367,7 +371,11 @@ def setting(e2e: Any) -> Setting:
     # The quorum-log panels' group: the first quorum-log group with a legislature.
     qlog = min((g for g, s in e2e.group_states.items() if s.get("family") == "qlog" and s["config"]),
                key=lambda g: (len(g), g))
-    return Setting(e2e.settings.postgres.dsn, run, group, ranges, family_groups=(("gen", gen), ("qlog", qlog)))
+    # The chain panels' group: the first chain group with a view.
+    chain = min((g for g, s in e2e.group_states.items() if s.get("family") == "chain" and s["config"]),
+                key=lambda g: (len(g), g))
+    return Setting(e2e.settings.postgres.dsn, run, group, ranges,
+                   family_groups=(("gen", gen), ("qlog", qlog), ("chain", chain)))
 
 
 def run_query(conn: psycopg.Connection[Any], sql: str) -> tuple[list[tuple[str, int]], list[tuple[Any, ...]]]:
@@ -488,8 +496,8 @@ def test_the_family_variable_filters_groups_and_family_panels(e2e: Any, setting:
             cols, found = run_query(conn, setting.expand(q, families=families or None, group=group))
             return [dict(zip([c[0] for c in cols], r, strict=True)) for r in found]
 
-        assert {r["family"] for r in rows(query("group", "family"))} == {"gen", "qlog", "xcom"}
-        for chosen in ("gen", "qlog", "xcom"):
+        assert {r["family"] for r in rows(query("group", "family"))} == {"chain", "gen", "qlog", "xcom"}
+        for chosen in ("chain", "gen", "qlog", "xcom"):
             want = {g for g, f in family.items() if f == chosen}
             assert {r["group"] for r in rows(query("fleet", "Group list/A"), chosen)} == want
             assert {r["group_id"] for r in rows(query("group", "group"), chosen)} == want
@@ -653,53 +661,73 @@ def test_time_firing_matches_its_definition(e2e: Any, setting: Setting) -> None:
     assert want > 0 and float(rows[0][0]) == pytest.approx(want / 1000)
 
 
-# -- the quorum-log panels against a quorum-log run ------------------------------------------------
+# -- a family's panels against a run of that family -----------------------------------------------
 @dataclass(frozen=True)
-class QlogRun:
+class FamilyRun:
     setting: Setting
     states: dict[str, dict[str, Any]]  # each group's last snapshot
 
 
-@pytest.fixture(scope="module")
-def qlog_run(postgres: Any) -> QlogRun:
-    """A 90 s quorum-log fleet through the job's PostgreSQL writer (real PostgreSQL): ql1 with a
-    recover request that stays open (QLOG_RECOVER_STUCK), ql2 whose leader's proposer wedges
-    (QLOG_NO_LEADER, resolved), ql3 clean; snapshots every 10 s of event time and at the end."""
-    from replimon.producers import simulator_qlog as sim
+def family_rows(conn: Any, setting: Setting, dashboard: str, where: str,
+                group: str | None = None) -> list[dict[str, Any]]:
+    """The rows of panel query ``where`` of ``dashboard`` on ``setting`` (its group or ``group``)."""
+    cols, found = run_query(conn, setting.expand(query(dashboard, where), group=group))
+    return [dict(zip([c[0] for c in cols], r, strict=True)) for r in found]
+
+
+def family_run(dsn: str, family: str, sim: Any, duration_ms: int, injections: tuple[str, ...],
+               kinds: set[str]) -> tuple[Setting, dict[str, dict[str, Any]]]:
+    """A 3-group fleet of ``family``'s simulator ``sim`` (seed 4) with ``injections``, through the
+    monitor (snapshots every 10 s of event time and at the end; ``kinds`` among its alerts) and the
+    job's PostgreSQL writer into real PostgreSQL as run ``<family>-panels``: the setting (group
+    ``<first group>``) and each group's last snapshot."""
     from replimon.store.schema import migrate
     from replimon.streaming.sinks.postgres import PostgresSink
     from tests.support.outputs import outputs_of
 
     events: list[dict[str, Any]] = []
-    sim.Simulator(sim.SimOptions(groups=3, duration_ms=90_000, seed=4),
-                  [sim.parse_injection("qlog_recover_stuck:ql1@20s"), sim.parse_injection("qlog_no_leader:ql2@20s")],
-                  events.append).run()
+    sim.Simulator(sim.SimOptions(groups=3, duration_ms=duration_ms, seed=4),
+                  [sim.parse_injection(i) for i in injections], events.append).run()
     alerts, snaps = outputs_of(events)
     states = {s["group"]: s for s in snaps}  # each group's last snapshot
-    assert {a["kind"] for a in alerts} >= {"QLOG_RECOVER_STUCK", "QLOG_NO_LEADER", "QLOG_RECONFIGURED"}
-    migrate(postgres.dsn)
-    run = "qlog-panels"
-    with PostgresSink(postgres.dsn, run_id=run) as sink:
+    assert {a["kind"] for a in alerts} >= kinds
+    migrate(dsn)
+    run = f"{family}-panels"
+    with PostgresSink(dsn, run_id=run) as sink:
         sink.write_batch(0, alerts=alerts, snapshots=snaps, dead_letters=[], metrics=None)
     start = datetime.fromtimestamp(events[0]["ts_ms"] / 1000, UTC)
     end = datetime.fromtimestamp(events[-1]["ts_ms"] / 1000 + 60, UTC)
-    setting = Setting(postgres.dsn, run, "ql1", {name: _range(start, end) for name in generate.NAMES},
-                      family_groups=(("qlog", "ql1"),))
-    return QlogRun(setting, states)
+    first = min(states, key=lambda g: (len(g), g))
+    return (Setting(dsn, run, first, {name: _range(start, end) for name in generate.NAMES},
+                    family_groups=((family, first),)), states)
+
+
+# -- the quorum-log panels against a quorum-log run ------------------------------------------------
+@pytest.fixture(scope="module")
+def qlog_run(postgres: Any) -> FamilyRun:
+    """A 90 s quorum-log fleet through the job's PostgreSQL writer (real PostgreSQL): ql1 with a
+    recover request that stays open (QLOG_RECOVER_STUCK), ql2 whose leader's proposer wedges
+    (QLOG_NO_LEADER, resolved), ql3 clean; snapshots every 10 s of event time and at the end."""
+    from replimon.producers import simulator_qlog
+
+    setting, states = family_run(postgres.dsn, "qlog", simulator_qlog, 90_000,
+                                 ("qlog_recover_stuck:ql1@20s", "qlog_no_leader:ql2@20s"),
+                                 {"QLOG_RECOVER_STUCK", "QLOG_NO_LEADER", "QLOG_RECONFIGURED"})
+    return FamilyRun(setting, states)
 
 
 @pytest.mark.parametrize("q", QLOG_QUERIES, ids=[q.id for q in QLOG_QUERIES])
 @pytest.mark.postgres
-def test_quorum_log_panels_run_against_quorum_log_rows(q: Query, qlog_run: QlogRun) -> None:
+def test_quorum_log_panels_run_against_quorum_log_rows(q: Query, qlog_run: FamilyRun) -> None:
     """Each quorum-log panel as test_query_runs_against_the_e2e_run checks the others; and none
     shows a row when the family variable leaves qlog out."""
     check_query(q, qlog_run.setting)
     with psycopg.connect(qlog_run.setting.dsn, autocommit=True) as conn:
-        assert run_query(conn, qlog_run.setting.expand(q, families=("gen", "xcom")))[1] == []
+        assert run_query(conn, qlog_run.setting.expand(q, families=("chain", "gen", "xcom")))[1] == []
 
 
 @pytest.mark.postgres
-def test_quorum_log_panels_show_the_stored_state(qlog_run: QlogRun) -> None:
+def test_quorum_log_panels_show_the_stored_state(qlog_run: FamilyRun) -> None:
     """docs/dashboards.md, "Families": the legislature, its members with the leader marked, the
     decree frontier and the open recoveries as the snapshots say; the legislature over time steps
     up; Fleet counts the quorum-log groups and lists each."""
@@ -707,10 +735,7 @@ def test_quorum_log_panels_show_the_stored_state(qlog_run: QlogRun) -> None:
     ql1 = states["ql1"]
     config = ql1["config"]
     with psycopg.connect(setting.dsn, autocommit=True) as conn:
-        def rows(dashboard: str, where: str, group: str | None = None) -> list[dict[str, Any]]:
-            q = query(dashboard, where)
-            cols, found = run_query(conn, setting.expand(q, group=group))
-            return [dict(zip([c[0] for c in cols], r, strict=True)) for r in found]
+        rows = partial(family_rows, conn, setting)
 
         assert rows("group", "Legislature/A") == [{"legislature": config["legislature"]}]
         assert rows("group", "Legislature members / leaders/A") == [
@@ -749,7 +774,7 @@ def test_quorum_log_panels_show_the_stored_state(qlog_run: QlogRun) -> None:
                 c["legislature"], len(c["members"]), c["passed"], c["executed"], len(c["recovering"]))
             assert r["leader"] == (", ".join(m["id"] for m in c["members"] if m["leader"]) or None)
         assert fleet["ql1"]["health"] == "warning"  # QLOG_RECOVER_STUCK is a warning wedge, open
-        assert rows("fleet", "Groups/A") == [{"groups": 3, "xcom": 0, "gen": 0, "qlog": 3}]
+        assert rows("fleet", "Groups/A") == [{"groups": 3, "xcom": 0, "gen": 0, "qlog": 3, "chain": 0}]
 
 
 # -- alert latency and batch cost (docs/dashboards.md, "Alert latency", "Batch cost") -------------
@@ -924,3 +949,91 @@ def test_batch_cost_fit_matches_the_batches(setting: Setting) -> None:
             assert got == {"rows": label,
                            "average duration": pytest.approx(sum(y for _, y in members) / len(members)),
                            "fit": pytest.approx(sum(fixed + slope * x for x, _ in members) / len(members))}
+
+
+# -- the chain panels against a chain run ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def chain_run(postgres: Any) -> FamilyRun:
+    """A 60 s chain fleet through the job's PostgreSQL writer (real PostgreSQL): ch1 whose U
+    wrongly wedges at 45 s with the view manager stalled 20 s (still wedged at the end,
+    CHAIN_WEDGE_NOT_REPLACED open), ch2 whose tail's heartbeater is blocked 5 s at 20 s
+    (CHAIN_LEASE_EXPIRED, resolved), ch3 re-viewed at 20 s (the same chain under a higher epoch,
+    legal: nothing raised); snapshots every 10 s of event time and at the end."""
+    from replimon.producers import simulator_chain
+
+    setting, states = family_run(postgres.dsn, "chain", simulator_chain, 60_000,
+                                 ("chain_wedge_not_replaced:ch1@45s", "chain_lease_expired:ch2@20s",
+                                  "chain_view_conflict_near_miss:ch3@20s"),
+                                 {"CHAIN_WEDGE_NOT_REPLACED", "CHAIN_LEASE_EXPIRED", "CHAIN_VIEW_INSTALLED"})
+    return FamilyRun(setting, states)
+
+
+@pytest.mark.parametrize("q", CHAIN_QUERIES, ids=[q.id for q in CHAIN_QUERIES])
+@pytest.mark.postgres
+def test_chain_panels_run_against_chain_rows(q: Query, chain_run: FamilyRun) -> None:
+    """Each chain panel as test_query_runs_against_the_e2e_run checks the others; and none shows
+    a row when the family variable leaves chain out."""
+    check_query(q, chain_run.setting)
+    with psycopg.connect(chain_run.setting.dsn, autocommit=True) as conn:
+        assert run_query(conn, chain_run.setting.expand(q, families=("gen", "qlog", "xcom")))[1] == []
+
+
+def _chain_text(chain: list[str]) -> str:
+    return " > ".join(n + (" (head)" if i == 0 else "") for i, n in enumerate(chain))
+
+
+@pytest.mark.postgres
+def test_chain_panels_show_the_stored_state(chain_run: FamilyRun) -> None:
+    """docs/dashboards.md, "Families": the epoch, the chain head..tail with the head marked, the
+    wedged flag and epoch, each member's lease and each replica's view as the snapshots say; the
+    epoch over time steps up; Configurations now renders the view; Fleet counts the chain groups
+    and lists each."""
+    setting, states = chain_run.setting, chain_run.states
+    ch1 = states["ch1"]
+    config = ch1["config"]
+    chain = config["chain"]
+    with psycopg.connect(setting.dsn, autocommit=True) as conn:
+        rows = partial(family_rows, conn, setting)
+
+        assert config["wedged"] and config["wedged_epoch"] is not None  # the run ends wedged
+        assert rows("group", "Epoch/A") == [{"epoch": config["epoch"]}]
+        assert rows("group", "Chain length/A") == [{"replicas": len(chain)}]
+        assert rows("group", "Wedged/A") == [{"wedged": 1}]
+        assert rows("group", "Wedged epoch/A") == [{"wedged epoch": config["wedged_epoch"]}]
+        assert rows("group", "Chain now/A") == [
+            {"chain": _chain_text(chain), "head": chain[0], "tail": chain[-1]}]
+        assert [(r["member"], r["position"], r["lease remaining (ms)"]) for r in rows("group", "Leases now/A")] == [
+            (m, i + 1, ch1["nodes"][m]["lease_remaining_ms"]) for i, m in enumerate(chain)]
+        replicas = rows("group", "Chain replicas now/A")
+        assert [r["node"] for r in replicas][:len(chain)] == chain  # in chain order
+        assert {r["node"] for r in replicas} == set(ch1["nodes"])
+        for r in replicas:
+            n = ch1["nodes"][r["node"]]
+            assert r["position"] == (chain.index(r["node"]) + 1 if r["node"] in chain else None)
+            assert r["role"] == {chain[0]: "head", chain[-1]: "tail"}.get(r["node"], "")
+            assert (r["in chain"], r["epoch"], r["pos"], r["stable"], r["wedged"], r["wedged epoch"],
+                    r["lease remaining (ms)"]) == (
+                n["member"], n["epoch"], n["pos"], n["stable"], n["wedged"], n["wedged_epoch"],
+                n["lease_remaining_ms"])
+        assert any(r["wedged"] for r in replicas)
+        steps = [r["epoch"] for r in rows("group", "Epoch over time/A")]
+        assert steps == sorted(steps) and steps[-1] == config["epoch"]
+        steps = [r["epoch"] for r in rows("group", "Epoch over time/A", group="ch3")]  # re-viewed
+        assert steps == sorted(steps) and steps[-1] == states["ch3"]["config"]["epoch"] and len(set(steps)) > 1
+        configs = rows("group", "Configurations now/A")
+        assert [(r["family"], r["role"], r["version"]) for r in configs] == [("chain", "view", config["epoch"])]
+        assert configs[0]["members"] == _chain_text(chain)
+        assert json.loads(configs[0]["configuration"]) == config
+        # ch3 is not wedged.
+        assert rows("group", "Wedged/A", group="ch3") == [{"wedged": 0}]
+        assert rows("group", "Wedged epoch/A", group="ch3") == [{"wedged epoch": -1}]
+
+        fleet = [r["group"] for r in rows("fleet", "Chains now/A")]
+        assert set(fleet) == set(states) and fleet[0] == "ch1"  # wedged first
+        for r in rows("fleet", "Chains now/A"):
+            c = states[r["group"]]["config"]
+            assert (r["epoch"], r["chain"], r["replicas"], r["wedged"], r["wedged epoch"],
+                    r["pos held by a majority"]) == (
+                c["epoch"], _chain_text(c["chain"]), len(c["chain"]), "wedged" if c["wedged"] else "",
+                c["wedged_epoch"], states[r["group"]]["executed_majority"])
+        assert rows("fleet", "Groups/A") == [{"groups": 3, "xcom": 0, "gen": 0, "qlog": 0, "chain": 3}]

@@ -43,6 +43,7 @@ from replimon.quality.derive import (
 from replimon.quality.engine import Outcome
 from replimon.quality.suites import (
     ALERTS,
+    CHAIN_SUITES,
     CONFIG,
     DECISIONS,
     EXECUTIONS,
@@ -118,7 +119,7 @@ def test_every_expectation_passes_on_the_trace_with_every_fault(trace: list[dict
     frames.update(state_frames(snapshots))
     results = run(frames)
     assert set(results) == {(s, spec.name) for s, ss in specs().items() for spec in ss
-                            if s not in GEN_SUITES + QLOG_SUITES}
+                            if s not in GEN_SUITES + QLOG_SUITES + CHAIN_SUITES}
     failed = {k: (o.unexpected, o.samples[:2], o.error) for k, o in results.items() if not o.success}
     assert failed == {}
     for key, o in results.items():  # each one judged real values, not only NULLs
@@ -238,10 +239,10 @@ STATE_MUTATIONS = {
 
 
 def test_every_expectation_has_failing_data() -> None:
-    """(The other families' failing data: tests/quality/test_quality_gen.py, test_quality_qlog.py.)"""
+    """(The other families' failing data: tests/quality/test_quality_gen.py, test_quality_qlog.py, test_quality_chain.py.)"""
     mutated = set(MUTATIONS) | {(ALERTS, n) for n in ALERT_MUTATIONS} | set(STATE_MUTATIONS)
     assert mutated == {(s, spec.name) for s, ss in specs().items() for spec in ss
-                       if s not in GEN_SUITES + QLOG_SUITES}
+                       if s not in GEN_SUITES + QLOG_SUITES + CHAIN_SUITES}
 
 
 def _fails(results: dict[tuple[str, str], Outcome], key: tuple[str, str], who: dict[str, Any]) -> None:

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from replimon.config import load_settings
-from replimon.producers.simulator_gen import CATALOGUE, SimOptions, Simulator, parse_injection
+from replimon.producers import simulator_gen
+from replimon.producers.simulator_gen import CATALOGUE
 from replimon.quality.derive import SUITE_OF_TYPE, input_frames
 from replimon.quality.suites import (
     GEN_HEARTBEATS,
@@ -29,6 +30,7 @@ from replimon.quality.suites import (
     specs,
 )
 from tests.support.quality import (
+    NOW_MS,
     Events,
     Mutation,
     assert_every_expectation_passes,
@@ -36,13 +38,12 @@ from tests.support.quality import (
     assert_validate_names_the_bad_record,
     assert_xcom_verdicts_unchanged,
     clock_ahead,
+    family_trace,
     records,
     seq_back,
     set_field,
 )
 
-START_MS = 1_767_225_600_000  # 2026-01-01
-NOW_MS = START_MS + 24 * 3600 * 1000
 PARAMS = parameters(load_settings(None), NOW_MS)
 TOPIC = {"gen.state": "replica.config", "gen.xact": "replica.decisions", "gen.heartbeat": "replica.heartbeats"}
 TYPE = {GEN_STATE: "gen.state", GEN_XACT: "gen.xact", GEN_HEARTBEATS: "gen.heartbeat"}
@@ -50,10 +51,7 @@ FAULTS = sorted(name for name, spec in CATALOGUE.items() if spec.alert)
 
 
 def gen_trace(seconds: int, *faults: str, groups: int = 3, seed: int = 1) -> Events:
-    events: Events = []
-    Simulator(SimOptions(groups=groups, seed=seed, duration_ms=seconds * 1000, start_ms=START_MS),
-              [parse_injection(f) for f in faults], events.append).run()
-    return events
+    return family_trace(simulator_gen, seconds, *faults, groups=groups, seed=seed)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from replimon.config import load_settings
-from replimon.producers.simulator_qlog import CATALOGUE, SimOptions, Simulator, parse_injection
+from replimon.producers import simulator_qlog
+from replimon.producers.simulator_qlog import CATALOGUE
 from replimon.quality.suites import (
     QLOG_DECREE,
     QLOG_HEARTBEATS,
@@ -27,6 +28,7 @@ from replimon.quality.suites import (
     specs,
 )
 from tests.support.quality import (
+    NOW_MS,
     Events,
     Mutation,
     assert_every_expectation_passes,
@@ -34,13 +36,12 @@ from tests.support.quality import (
     assert_validate_names_the_bad_record,
     assert_xcom_verdicts_unchanged,
     clock_ahead,
+    family_trace,
     records,
     seq_back,
     set_field,
 )
 
-START_MS = 1_767_225_600_000  # 2026-01-01
-NOW_MS = START_MS + 24 * 3600 * 1000
 PARAMS = parameters(load_settings(None), NOW_MS)
 TOPIC = {"qlog.decree": "replica.decisions", "qlog.passed": "replica.decisions",
          "qlog.heartbeat": "replica.heartbeats", "qlog.recover": "replica.config"}
@@ -50,10 +51,7 @@ FAULTS = sorted(CATALOGUE)  # the near misses too: they make the legal histories
 
 
 def qlog_trace(seconds: int, *faults: str, groups: int = 3, seed: int = 1) -> Events:
-    events: Events = []
-    Simulator(SimOptions(groups=groups, seed=seed, duration_ms=seconds * 1000, start_ms=START_MS),
-              [parse_injection(f) for f in faults], events.append).run()
-    return events
+    return family_trace(simulator_qlog, seconds, *faults, groups=groups, seed=seed)
 
 
 @pytest.fixture(scope="module")

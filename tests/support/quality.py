@@ -11,6 +11,7 @@ import copy
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -25,6 +26,18 @@ from replimon.quality.suites import ALERTS, EVENT_TYPE, XCOM_SUITES, specs
 Events = list[dict[str, Any]]
 Mutation = Callable[[Events], tuple[Events, dict[str, Any]]]
 Results = dict[tuple[str, str], Outcome]
+
+START_MS = 1_767_225_600_000  # 2026-01-01: where the families' traces start
+NOW_MS = START_MS + 24 * 3600 * 1000  # the validating clock (no event is in its future)
+
+
+def family_trace(sim: ModuleType, seconds: int, *faults: str, groups: int = 3, seed: int = 1) -> Events:
+    """The events of a family simulator (``replimon.producers.simulator_*``) run ``seconds`` from
+    ``START_MS`` with ``faults`` injected (``NAME[:GROUP][@TIME]``)."""
+    events: Events = []
+    sim.Simulator(sim.SimOptions(groups=groups, seed=seed, duration_ms=seconds * 1000, start_ms=START_MS),
+                  [sim.parse_injection(f) for f in faults], events.append).run()
+    return events
 
 
 def records(events: Events, topic_of: Mapping[str, str] | None = None) -> list[Record]:
@@ -132,6 +145,21 @@ def assert_fails_on_mutation(clean: Events, key: tuple[str, str], mutation: Muta
     assert all(s["type"] == type_ for s in o.samples)  # the evidence names the record's type
 
 
+def assert_verdicts_unchanged(alone: list[Record], family: Iterable[Record], params: Mapping[str, int],
+                              suites: Sequence[str]) -> None:
+    """``suites`` say the same of ``alone`` (where they all pass, each judging records) and of
+    ``alone`` mixed with ``family``'s records (after them on the same partitions)."""
+    mixed = [*alone, *(Record(r.source, 0, len(alone) + r.offset, r.event) for r in family)]
+
+    def verdicts(recs: list[Record]) -> dict[tuple[str, str], tuple[bool, int | None, int | None]]:
+        return {k: (o.success, o.evaluated, o.unexpected) for k, o in run(input_frames(recs), params).items()
+                if k[0] in suites}
+
+    before = verdicts(alone)
+    assert {k[0] for k in before} == set(suites) and all(ok for ok, _, _ in before.values())
+    assert verdicts(mixed) == before
+
+
 def assert_xcom_verdicts_unchanged(family: Iterable[Record], params: Mapping[str, int]) -> None:
     """XCom's suites say the same of an XCom trace alone and mixed with ``family``'s records."""
     from tests.support import simulate
@@ -139,15 +167,7 @@ def assert_xcom_verdicts_unchanged(family: Iterable[Record], params: Mapping[str
     xcom = simulate(30, groups=3, seed=2)
     xcom_recs = [Record(f"replica.{e['type']}s" if e["type"] != "config" else "replica.config", 0, i, e)
                  for i, e in enumerate(xcom)]
-    mixed = [*xcom_recs, *(Record(r.source, 0, len(xcom) + r.offset, r.event) for r in family)]
-
-    def verdicts(recs: list[Record]) -> dict[tuple[str, str], tuple[bool, int | None, int | None]]:
-        return {k: (o.success, o.evaluated, o.unexpected) for k, o in run(input_frames(recs), params).items()
-                if k[0] in XCOM_SUITES}
-
-    alone = verdicts(xcom_recs)
-    assert alone and all(ok for ok, _, _ in alone.values())
-    assert verdicts(mixed) == alone
+    assert_verdicts_unchanged(xcom_recs, family, params, XCOM_SUITES)
 
 
 def assert_validate_names_the_bad_record(family: Events, tmp_path: Path, capsys: pytest.CaptureFixture[str],
