@@ -36,7 +36,7 @@ log = logging.getLogger("replimon.sinks.kafka")
 class KafkaSink:
     """Writes each batch's result to the monitor topics (module docstring)."""
 
-    # False: a new producer every batch (the sink before it kept one; bench/latency.py's "before").
+    # False: a new producer every batch, as the sink did before it kept one (bench/latency.py, "before").
     keep_producer = True
 
     def __init__(self, settings: Any, run_id: str,
