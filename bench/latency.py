@@ -457,15 +457,19 @@ def table(results: list[dict[str, Any]]) -> list[tuple[str, list[str], list[list
             ["other alerts (not violation, not info)", json.dumps(res["other_alerts"])],
             ["left out", json.dumps(res["left_out"])],
         ]))
-    if len(results) >= 2:
-        base = results[0]["parts_ms"]["total"]
+    names = list(dict.fromkeys(r["variant"] for r in results))
+    if len(names) >= 2:  # within each repetition: the first variant over each other one
         rows = []
-        for res in results[1:]:
-            tot = res["parts_ms"]["total"]
-            rows.append([f"{results[0]['variant']} / {res['variant']}",
-                         f(base["median"] / tot["median"], 2) if base["median"] and tot["median"] else "-",
-                         f(base["p99"] / tot["p99"], 2) if base["p99"] and tot["p99"] else "-"])
-        out.append(("ratio of total latency (above 1: faster)", ["variants", "p50", "p99"], rows))
+        for rep in range(0, len(results) - len(names) + 1, len(names)):
+            first = results[rep]
+            base = first["parts_ms"]["total"]
+            for res in results[rep + 1:rep + len(names)]:
+                tot = res["parts_ms"]["total"]
+                rows.append([f"{rep // len(names) + 1}", f"{first['variant']} / {res['variant']}",
+                             f(base["median"] / tot["median"], 2) if base["median"] and tot["median"] else "-",
+                             f(base["p99"] / tot["p99"], 2) if base["p99"] and tot["p99"] else "-"])
+        out.append(("ratio of total latency (above 1: the second is faster)",
+                    ["repetition", "variants", "p50", "p99"], rows))
     return out
 
 
