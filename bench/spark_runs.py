@@ -35,6 +35,27 @@ def duration_parts(batches: Sequence[dict[str, Any]]) -> dict[str, float]:
     return {k: statistics.median([b["durationMs"].get(k, 0) for b in batches]) for k in keys}
 
 
+def progress_listener(store: dict[str, list[dict[str, Any]]]) -> Any:
+    """A listener that keeps every query progress of the session, as JSON, by query id."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class _Progress(StreamingQueryListener):  # type: ignore[misc]
+        def onQueryStarted(self, event: Any) -> None:  # noqa: N802
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+            p = json.loads(event.progress.json)
+            store.setdefault(str(p["id"]), []).append(p)
+
+        def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+            pass
+
+    return _Progress()
+
+
 @dataclass
 class Run:
     query: Any
@@ -65,25 +86,7 @@ class Bench:
 
     # -- plumbing ----------------------------------------------------------------------------
     def _progress_listener(self) -> Any:
-        from pyspark.sql.streaming import StreamingQueryListener
-
-        store = self.progress
-
-        class _Progress(StreamingQueryListener):  # type: ignore[misc]
-            def onQueryStarted(self, event: Any) -> None:  # noqa: N802
-                pass
-
-            def onQueryProgress(self, event: Any) -> None:  # noqa: N802
-                p = json.loads(event.progress.json)
-                store.setdefault(str(p["id"]), []).append(p)
-
-            def onQueryIdle(self, event: Any) -> None:  # noqa: N802
-                pass
-
-            def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
-                pass
-
-        return _Progress()
+        return progress_listener(self.progress)
 
     @staticmethod
     def _timed_sink_class() -> Any:

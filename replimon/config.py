@@ -96,7 +96,7 @@ class Topics(_Section):
 class Producer(_Section):
     """Publisher tuning: how much may be buffered before ``publish`` blocks (back-pressure)."""
 
-    linger_ms: int = Field(20, ge=0, le=10_000)
+    linger_ms: int = Field(5, ge=0, le=10_000)
     max_buffered_messages: int = Field(100_000, ge=1, le=10_000_000)
     block_timeout_s: float = Field(30.0, gt=0)
     delivery_timeout_ms: int = Field(120_000, ge=1_000)
@@ -161,7 +161,7 @@ class Streaming(_Section):
     """Spark job settings (docs/streaming.md)."""
 
     master: str = "local[2]"
-    trigger_interval_s: float = Field(1.0, gt=0)
+    trigger_interval_s: float = Field(0.5, gt=0)
     shuffle_partitions: int = Field(2, ge=1, le=10_000)
     max_offsets_per_trigger: int = Field(200_000, ge=1)
     source_format: str = Field("replimon-kafka", pattern="^(replimon-kafka|kafka)$")

@@ -293,11 +293,14 @@ def run_demo(
     with EmbeddedStack(list(settings.kafka.topics.all), settings.kafka.partitions) as stack:
         console.print(f"broker  {stack.bootstrap_servers}\npostgres {stack.dsn}")
         publisher = Publisher.from_settings(settings, bootstrap_servers=stack.bootstrap_servers)
-        fleet = plan.fleet(settings, int(time.time() * 1000))
-        fleet.attach(publisher.send)
         view = MonitorView()
         job = start_job(settings, stack, view, console) if with_job else None
+        # The fleet's clock starts with the loop that paces it, after Spark has started: an event's
+        # ts_ms is then when it is published. (Built before start_job, every event was stamped
+        # Spark's start-up time, 5 to 15 s, before it went out, and every alert looked that late.)
+        fleet = plan.fleet(settings, int(time.time() * 1000))
         began = time.monotonic()
+        fleet.attach(publisher.send)
         last_draw = 0.0
         try:
             with Live(console=console, auto_refresh=False, transient=False) as live:
