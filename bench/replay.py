@@ -90,6 +90,7 @@ def main() -> None:
     from confluent_kafka import Producer
 
     from replimon.config import load_settings
+    from replimon.core import Monitor
     from replimon.embedded import EmbeddedBroker, EmbeddedPostgres
     from replimon.producers.simulator import SimOptions, Simulator
     from replimon.streaming.processor import REPLAY
@@ -163,11 +164,30 @@ def main() -> None:
                     "window_records": r.window.records, "breakdown": breakdown(r, wall),
                     "load_average_after": load_average()}
 
+        def chain_now() -> float:
+            """One run of the core chain over the window's events, next to a replay (the load
+            moves: each replay's ratio is to the chain measured beside it)."""
+            import gc
+
+            gc.collect()
+            gc.freeze()
+            try:
+                t = time.perf_counter()
+                chain.parse_once(in_window, Monitor().process)
+                return len(in_window) / (time.perf_counter() - t)
+            finally:
+                gc.unfreeze()
+
         for rep in range(args.repeat):
             order = ["batch", "stream"] if rep < args.stream_repeat else ["batch"]
             for engine in order if rep % 2 == 0 else order[::-1]:
+                beside = chain_now()
                 x = one(engine, hi)
                 x["window_events_per_s"] = round(len(in_window) / x["seconds"])
+                x["chain_beside_events_per_s"] = round(beside)
+                x["ratio_records_to_chain_beside"] = round(x["records_per_s"] / beside, 3)
+                x["ratio_window_to_chain_beside"] = round(x["window_events_per_s"] / beside, 3)
+                log(f"   chain beside {beside:,.0f} events/s; breakdown {x['breakdown']}")
                 runs[engine].append(x)
                 if engine == "batch":
                     points.append((x["records"], x["seconds"]))
@@ -177,7 +197,8 @@ def main() -> None:
                 x = one("batch", lo + s_ * 1000)
                 points.append((x["records"], x["seconds"]))
                 runs.setdefault(f"batch_{s_}s", []).append(x)
-                log(f"rep {rep + 1}/{args.repeat} batch over {s_} s: {x['records']:,} records in {x['seconds']:.1f} s")
+                log(f"rep {rep + 1}/{args.repeat} batch over {s_} s: {x['records']:,} records in {x['seconds']:.1f} s; "
+                    f"{x['breakdown']}")
         spark.stop()
     note_load("after the replays")
     log("core chain again")
@@ -198,6 +219,9 @@ def main() -> None:
             med["window_events_per_s"] = statistics.median(x["window_events_per_s"] for x in rs)
             med["ratio_window_to_core_chain"] = round(med["window_events_per_s"] / ceiling, 3)
         med["ratio_records_to_core_chain"] = round(med["records_per_s"] / ceiling, 3)
+        if "chain_beside_events_per_s" in rs[0]:
+            for k in ("chain_beside_events_per_s", "ratio_records_to_chain_beside", "ratio_window_to_chain_beside"):
+                med[k] = statistics.median(x[k] for x in rs)
         results["modes"][mode] = {"median": med, "runs": rs}
         table.append([mode, f"{med['records']:,.0f}", f"{med['seconds']:.1f}",
                       " / ".join(f"{x['seconds']:.1f}" for x in rs), f"{med['records_per_s']:,.0f}",
@@ -206,6 +230,12 @@ def main() -> None:
                       f"{med['ratio_window_to_core_chain']:.2f}" if "ratio_window_to_core_chain" in med else "-"])
     table.append(["core chain (1 thread, window events)", f"{len(in_window):,}", "", "", f"{ceiling:,}", "1.00",
                   f"{ceiling:,}", "1.00"])
+    beside = [[m, f"{v['median']['chain_beside_events_per_s']:,.0f}", f"{v['median']['ratio_records_to_chain_beside']:.2f}",
+               f"{v['median']['ratio_window_to_chain_beside']:.2f}",
+               " / ".join(f"{x['ratio_window_to_chain_beside']:.2f}" for x in v["runs"])]
+              for m, v in results["modes"].items() if "chain_beside_events_per_s" in v["median"]]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
     parts = [x["breakdown"] for x in runs["batch"]]
     rows = []
     for k in ("wall", "plan_and_setup", "spark_job", "task_longest", "task_read_sum", "task_decode_sum",
@@ -216,16 +246,18 @@ def main() -> None:
     f = results["fit_batch"]
     if f:
         rows.append(["fit: fixed s + us per record read", f"{f['fixed_s']:.2f} + {f['us_per_record']:.1f} us",
-                     f"{f['runs']} runs, {f['records_range'][0]:,}-{f['records_range'][1]:,} records; "
-                     f"marginal {f['marginal_records_per_s']:,} records/s"])
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+                     f"{f['runs']} runs, {f['records_range'][0]:,.0f}-{f['records_range'][1]:,.0f} records; "
+                     f"marginal {f['marginal_records_per_s'] or 0:,} records/s (0: the load moved more than the "
+                     "records)"])
     loads = " -> ".join(f"{x['1_5_15'][0]:.1f}" for x in results["load_average"] if x["1_5_15"])
     render_tables([(f"Replay of a {args.to_s - args.from_s} s window from checkpoint records, {args.groups} groups "
                     f"x 5 nodes (median over runs; ratios to the one-thread core chain of this run; load average "
                     f"{loads})",
                     ["engine / window", "records read", "s (median)", "s per run", "records/s", "ratio",
                      "window events/s", "ratio"], table),
+                   ("Each replay against the core chain run just before it (median of the per-run ratios)",
+                    ["engine", "chain beside, events/s", "records/s ratio", "window events/s ratio",
+                     "window ratio per run"], beside),
                    ("Batch engine: where a run's time goes (seconds; sums over tasks run 2 at a time)",
                     ["part", "median", "per run"], rows)])
     log(f"wrote {args.out}")
