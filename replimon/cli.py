@@ -246,7 +246,8 @@ def replay(
     groups: Annotated[str | None, typer.Option(help="only these groups, comma-separated [default: all]")] = None,
     state_from: Annotated[str, typer.Option("--state", help="group state at --from: checkpoint (the latest checkpoint record in monitor.state before it) or earliest (read everything Kafka holds before it)")] = "checkpoint",
     run_id: Annotated[str | None, typer.Option("--run-id", help="the run's id in PostgreSQL [default: replay-<time>-<random>]")] = None,
-    api: Annotated[str, typer.Option(help="transformWithState API: pandas or row")] = "pandas",
+    api: Annotated[str, typer.Option(help="transformWithState API of the stream engine: pandas or row")] = "pandas",
+    engine: Annotated[str, typer.Option(help="batch (a bounded Spark batch job over the offset range) or stream (the monitoring query itself); the same rows (docs/replay.md)")] = "batch",
 ) -> None:
     """Replay what the replica topics hold between two times through the monitoring job, into
     PostgreSQL under a new run id (live results are never touched); ends when the window is done.
@@ -259,6 +260,8 @@ def replay(
 
     if api not in ("row", "pandas"):
         raise fail(f"replay: --api must be row or pandas (got {api!r})")
+    if engine not in ("batch", "stream"):
+        raise fail(f"replay: --engine must be batch or stream (got {engine!r})")
     try:
         from_ms = parse_time(from_, "--from")
         to_ms = parse_time(to, "--to")
@@ -269,7 +272,8 @@ def replay(
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    command = ["replimon", "replay", "--from", iso(from_ms), "--to", iso(to_ms), "--state", state_from]
+    command = ["replimon", "replay", "--from", iso(from_ms), "--to", iso(to_ms), "--state", state_from,
+               "--engine", engine]
     if names:
         command += ["--groups", ",".join(names)]
     # The bar appears once the window is planned (a refused window prints its one line only).
@@ -285,7 +289,7 @@ def replay(
 
     try:
         result = run_replay(settings, from_ms, to_ms, groups=names, state_from=state_from, run_id=run_id,
-                            api=api, command=command, progress=progress)
+                            api=api, command=command, progress=progress, engine=engine)
     except ReplayError as exc:
         raise fail(f"replay: {exc}") from None
     finally:
