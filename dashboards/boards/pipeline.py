@@ -48,6 +48,14 @@ ROWS = f"""SELECT ts AS "time", input_rows AS "input rows", groups AS "groups up
 {METRICS}
 ORDER BY 1"""
 
+# While PostgreSQL is down the job goes on and each batch's rows wait in a backlog
+# (docs/operations.md, "PostgreSQL outage"): when they are written, each batch's row says how many
+# batches were waiting (itself included) and how long its rows waited; 0 for a batch on time.
+PG_BACKLOG = f"""SELECT ts AS "time", COALESCE(pg_backlog, 0) AS "batches waiting",
+       COALESCE(pg_wait_s, 0) AS "seconds waited"
+{METRICS}
+ORDER BY 1"""
+
 OUTPUTS = f"""SELECT ts AS "time", alerts, dead_letters AS "dead letters"
 {METRICS}
 ORDER BY 1"""
@@ -241,6 +249,11 @@ def build() -> dash.Dashboard:
             .with_panel(timeseries_panel(
                 "Consumer lag", [sql.series(LAG)],
                 "Records on the input topics not read yet at the end of each micro-batch.",
+                unit="short", w=8))
+            .with_panel(timeseries_panel(
+                "PostgreSQL backlog", [sql.series(PG_BACKLOG)],
+                "Batches whose rows waited for PostgreSQL (an outage: the job went on, alerts went "
+                "to Kafka) and how long, by when each was written; 0 when written on time.",
                 unit="short", w=8))
             .with_panel(timeseries_panel(
                 "Rows per micro-batch", [sql.series(ROWS)],

@@ -30,6 +30,8 @@ import psycopg
 import pytest
 
 from replimon.core import Monitor
+from replimon.dashboards.boards.pipeline import PG_BACKLOG
+from replimon.dashboards.macros import TimeRange, expand
 from replimon.embedded import EmbeddedPostgres
 from replimon.embedded.processes import free_port
 from replimon.producers.simulator import SimOptions, Simulator, parse_injection
@@ -137,6 +139,12 @@ def test_writer_rides_out_an_outage(broker: Any, postgres: Any, own_postgres: Em
         written = {b: (live, at) for b, live, at in conn.execute(
             "SELECT batch_id, live, written_at FROM pipeline_metrics WHERE run_id = %s", (run_id,))}
     assert set(waited) == {1, 2, 3, 4}  # 4 joined the backlog behind 1-3 and was written with them
+    # Pipeline health's "PostgreSQL backlog" panel draws exactly that, and 0 for the batches on time
+    panel = expand(PG_BACKLOG, TimeRange(datetime.fromtimestamp(0, UTC), datetime.now(UTC)), {"run": run_id})
+    with psycopg.connect(dsn) as conn:
+        drawn = [row[1:] for row in conn.execute(panel).fetchall()]
+    assert [b for b, _ in drawn] == [waited.get(b, 0) for b in range(6)]
+    assert all((s > 0) == (b in waited) for b, (_, s) in enumerate(drawn))
     # Alert latency ends when a batch's rows were in PostgreSQL: a batch of the backlog, when it
     # was finally written (docs/dashboards.md, "Alert latency"); each as live as the job.
     assert set(written) == set(range(6)) and all(live is True for live, _ in written.values())
