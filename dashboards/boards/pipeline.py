@@ -251,17 +251,17 @@ def build() -> dash.Dashboard:
                 "Records on the input topics not read yet at the end of each micro-batch.",
                 unit="short", w=8))
             .with_panel(timeseries_panel(
-                "PostgreSQL backlog", [sql.series(PG_BACKLOG)],
-                "Batches whose rows waited for PostgreSQL (an outage: the job went on, alerts went "
-                "to Kafka) and how long, by when each was written; 0 when written on time.",
-                unit="short", w=8))
-            .with_panel(timeseries_panel(
                 "Rows per micro-batch", [sql.series(ROWS)],
                 "Input records and groups updated by each micro-batch.", unit="short", w=8))
             .with_panel(timeseries_panel(
                 "Alerts and dead letters per micro-batch", [sql.series(OUTPUTS)],
                 "Alerts raised and records dead-lettered by each micro-batch.", w=8,
                 bars=True).decimals(0))
+            .with_panel(timeseries_panel(
+                "PostgreSQL backlog", [sql.series(PG_BACKLOG)],
+                "Batches whose rows waited for PostgreSQL (an outage: the job went on, alerts went "
+                "to Kafka) and how long, by when each was written; 0 when written on time.",
+                unit="short", w=24))
             .with_panel(timeseries_panel(
                 "Dead letters by topic", [sql.series(DEAD_OVER_TIME)],
                 "Records refused per interval (broker time), per input topic.", bars=True)
