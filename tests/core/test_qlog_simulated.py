@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from replimon.core import GroupMonitor, Monitor
+from replimon.core import Monitor
 from replimon.producers import simulator_qlog
 from replimon.producers.simulator_qlog import CATALOGUE
 from tests.producers.qlog_check import check
 from tests.support.families import kinds_by_group, simulated
+from tests.support.family_trace import assert_state_through_json_changes_nothing
 
 
 def sim_lines(fault: str | None, nodes: int = 5, seed: int = 2, groups: int = 2,
@@ -45,11 +46,5 @@ def test_clean_runs_raise_nothing(seed: int) -> None:
 @pytest.mark.parametrize("fault", ["qlog_recover_stuck", "qlog_no_leader", "qlog_divergent_decree"])
 def test_state_through_json_at_a_cut_changes_nothing(fault: str) -> None:
     events = [e for e in sim_events(fault) if e["group"] == "ql1"]
-    whole = GroupMonitor("ql1")
-    want = [a.alert_id for e in events for a in whole.on_event(e)]
-    for cut in (len(events) // 3, 2 * len(events) // 3):
-        first = GroupMonitor("ql1")
-        got = [a.alert_id for e in events[:cut] for a in first.on_event(e)]
-        second = GroupMonitor.from_state(json.loads(json.dumps(first.to_state())))
-        got += [a.alert_id for e in events[cut:] for a in second.on_event(e)]
-        assert got == want
+    assert_state_through_json_changes_nothing(events, "ql1", timer_after_ms=60_000,
+                                              cuts=(len(events) // 3, 2 * len(events) // 3))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterable
 from typing import Any
 
 from replimon.contract import Invalid, decode_event
@@ -45,9 +46,10 @@ class EventTrace:
 
 
 def assert_state_through_json_changes_nothing(events: list[dict[str, Any]], group: str, *,
-                                              timer_after_ms: int) -> None:
+                                              timer_after_ms: int, cuts: Iterable[int] | None = None) -> None:
     """The alerts of ``events`` (then a timer ``timer_after_ms`` after the last, then the end of
-    input) are the same when the monitor is saved and restored through JSON before any event."""
+    input) are the same when the monitor is saved and restored through JSON before any event
+    (or before each of ``cuts``: a long simulated run)."""
 
     def run(cut: int | None) -> list[dict[str, Any]]:
         g = GroupMonitor(group)
@@ -64,7 +66,7 @@ def assert_state_through_json_changes_nothing(events: list[dict[str, Any]], grou
 
     whole = run(None)
     assert whole  # every history raises something
-    for cut in range(1, len(events)):
+    for cut in range(1, len(events)) if cuts is None else cuts:
         assert run(cut) == whole, cut
 
 
