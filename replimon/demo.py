@@ -10,7 +10,7 @@ stops the job, and stops everything.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -282,8 +282,13 @@ def run_demo(
     plain: bool = False,
     console: Console | None = None,
     with_job: bool = True,
+    observers: Sequence[Callable[[Any], None]] = (),
+    on_job: Callable[[_Job], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the demo until Ctrl-C or ``plan.duration_ms`` (0 = forever); return the final counts."""
+    """Run the demo until Ctrl-C or ``plan.duration_ms`` (0 = forever); return the final counts.
+
+    ``observers`` get every micro-batch's result besides the live view, and ``on_job`` the job
+    once it runs (``bench/demo_soak.py`` watches a long demo through both)."""
     from replimon.embedded import EmbeddedStack
     from replimon.producers.publisher import Publisher
 
@@ -294,7 +299,9 @@ def run_demo(
         console.print(f"broker  {stack.bootstrap_servers}\npostgres {stack.dsn}")
         publisher = Publisher.from_settings(settings, bootstrap_servers=stack.bootstrap_servers)
         view = MonitorView()
-        job = start_job(settings, stack, view, console) if with_job else None
+        job = start_job(settings, stack, [view, *observers], console) if with_job else None
+        if job is not None and on_job is not None:
+            on_job(job)
         # The fleet's clock starts with the loop that paces it, after Spark has started: an event's
         # ts_ms is then when it is published. (Built before start_job, every event was stamped
         # Spark's start-up time, 5 to 15 s, before it went out, and every alert looked that late.)
@@ -364,8 +371,9 @@ class _Job:
                 shutil.rmtree(self.checkpoint, ignore_errors=True)
 
 
-def start_job(settings: Settings, stack: Any, view: MonitorView, console: Console) -> _Job:
-    """The Spark job on the embedded broker and PostgreSQL, live, feeding ``view``."""
+def start_job(settings: Settings, stack: Any, observers: Sequence[Callable[[Any], None]], console: Console) -> _Job:
+    """The Spark job on the embedded broker and PostgreSQL, live, feeding ``observers`` (the live
+    view first)."""
     import tempfile
 
     from replimon.streaming.runner import start_query
@@ -381,6 +389,6 @@ def start_job(settings: Settings, stack: Any, view: MonitorView, console: Consol
                         **local.streaming.spark_conf)
     pg = PostgresSink(stack.dsn, run_id="live")
     ckpt = tempfile.mkdtemp(prefix="replimon-demo-ckpt-")
-    query = start_query(spark, local, run_id="live", checkpoint=ckpt, observers=[view], pg=pg,
+    query = start_query(spark, local, run_id="live", checkpoint=ckpt, observers=list(observers), pg=pg,
                         starting="earliest")
     return _Job(query, pg, ckpt)

@@ -53,9 +53,12 @@ def _data_tail(g: ChainGroupSim, r: Replica, k: int) -> Wait:
 
 # ------------------------------------------------------------------------------- the faults
 def epoch_regression(g: ChainGroupSim, inj: Injection) -> Iterator[Wait]:
-    """B's next heartbeat reports the epoch before its current one (same incarnation)."""
+    """B's next heartbeat reports the epoch before its current one (same incarnation), with that
+    epoch's chain: the view it states is the old view, so only the regression is wrong (under an
+    epoch whose chain differs, the current chain would also be a second view of the old epoch,
+    CHAIN_VIEW_CONFLICT: the same chain is re-viewed first)."""
     yield from _settled(g)
-    if len(g.epochs) < 2:
+    if len(g.epochs) < 2 or g.chain_of[g.epochs[-2]] != g.view_chain:
         yield _re_view(g)
     _, b, _, _ = _roles(g)
     had = b.epoch

@@ -77,6 +77,7 @@ class ChainGroupSim(Scripted):
         self.view_epoch = 0
         self.view_chain: tuple[str, ...] = ()
         self.epochs: list[int] = []  # every epoch the view manager wrote
+        self.chain_of: dict[int, tuple[str, ...]] = {}  # each of those epochs' chain
         self.wedge_seen: int | None = None  # when the view manager heard of a wedge of its epoch
         self.suspects: set[str] = set()
         self.rejoins: list[tuple[int, str]] = []  # (not before, crashed replica) to replace
@@ -214,6 +215,7 @@ class ChainGroupSim(Scripted):
             self.revision += 1
             self.view_epoch, self.view_chain = self.revision, chain
             self.epochs.append(self.revision)
+            self.chain_of[self.revision] = chain
         self.adopt()
 
     def adopt(self) -> None:
