@@ -16,6 +16,10 @@ What it measures (see bench/README.md for how to read and quote the figures):
   what the streaming job pays before the monitor), and the job's per-event chain as it is (each
   message decoded once) and as it was (validated by the models, then parsed again), from
   ``bench/chain.py``. Ratios are taken within each repetition, then the median.
+* A mixed fleet (``--families``, default the four families; bench/fleets.py): the same number of
+  groups split evenly over the families' simulators, stepped in lockstep; timed in the same
+  repetitions: ``Monitor.process`` and the chain over the merged events, ``Monitor.process`` over
+  each family's events alone, and the state JSON per group per family at the end.
 * Memory per group at the end of the run: the size of ``json.dumps(GroupMonitor.to_state())``
   (what Spark's state store keeps) and the bytes ``tracemalloc`` sees retained by a monitor fed
   with events decoded from the bytes (as a streaming job would get them).
