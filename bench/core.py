@@ -16,6 +16,10 @@ What it measures (see bench/README.md for how to read and quote the figures):
   what the streaming job pays before the monitor), and the job's per-event chain as it is (each
   message decoded once) and as it was (validated by the models, then parsed again), from
   ``bench/chain.py``. Ratios are taken within each repetition, then the median.
+* A mixed fleet (``--families``, default the four families; bench/fleets.py): the same number of
+  groups split evenly over the families' simulators, stepped in lockstep; timed in the same
+  repetitions: ``Monitor.process`` and the chain over the merged events, ``Monitor.process`` over
+  each family's events alone, and the state JSON per group per family at the end.
 * Memory per group at the end of the run: the size of ``json.dumps(GroupMonitor.to_state())``
   (what Spark's state store keeps) and the bytes ``tracemalloc`` sees retained by a monitor fed
   with events decoded from the bytes (as a streaming job would get them).
@@ -49,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import chain  # bench/chain.py (the scripts run from bench/)
+import fleets  # bench/fleets.py
 from report import render_tables  # bench/report.py
 
 from replimon.contract import Invalid, parse_event
@@ -131,6 +136,50 @@ def generate_gen(work: Workload) -> list[dict[str, Any]]:
     return events
 
 
+@dataclass
+class Mixed:
+    """A clean fleet of several families side by side (bench/fleets.py): the merged events and
+    each family's alone."""
+
+    families: tuple[str, ...]
+    events: list[dict[str, Any]]
+    by_family: dict[str, list[dict[str, Any]]]
+    info: dict[str, Any]
+
+
+def generate_mixed(work: Workload, families: Sequence[fleets.Family]) -> Mixed:
+    """``work.groups`` split evenly over the families, each simulator with its defaults (nodes,
+    rate, background disturbances), the same length and seed; events in time order."""
+    events: list[dict[str, Any]] = []
+    by_family: dict[str, list[dict[str, Any]]] = {f.name: [] for f in families}
+
+    def sink(_t: int, family: str, ev: dict[str, Any]) -> None:
+        events.append(ev)
+        by_family[family].append(ev)
+
+    specs = [(f, fleets.options(f, n, None, work.duration_ms / 1000, work.seed), ())
+             for f, n in zip(families, fleets.split(work.groups, len(families)), strict=True) if n]
+    fleets.run_fleet(specs, sink)
+    info = {"families": {f.name: {"groups": opts.groups, "nodes": opts.nodes, "events": len(by_family[f.name]),
+                                  "types": dict(sorted(Counter(ev["type"] for ev in by_family[f.name]).items()))}
+                         for f, opts, _ in specs},
+            "groups": sum(opts.groups for _, opts, _ in specs), "events": len(events)}
+    return Mixed(tuple(f.name for f, _, _ in specs), events, {k: v for k, v in by_family.items() if v}, info)
+
+
+def mixed_state(mixed: Mixed) -> dict[str, Any]:
+    """State JSON bytes per group at the end of the mixed run, per family; and the alerts."""
+    mon = Monitor()
+    alerts: Counter[str] = Counter()
+    for ev in mixed.events:
+        alerts.update(f"{a.kind}/{a.status}" for a in mon.process(ev))
+    sizes = state_sizes(mon)
+    return {"state_json_bytes_per_group": {
+                fam: size_summary(v for g, v in sizes.items() if fleets.family_of(g) == fam)
+                for fam in mixed.families},
+            "alerts": dict(sorted(alerts.items()))}
+
+
 def describe_mix(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Event-type mix and what the history contains (restarts, config commands)."""
     types = Counter(ev["type"] for ev in events)
@@ -190,15 +239,25 @@ def summary(values: Sequence[float], digits: int = 1) -> dict[str, Any]:
 
 
 def throughput(events: list[dict[str, Any]], raws: list[bytes], repeat: int,
-               log: Callable[[str], None], gen: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+               log: Callable[[str], None], gen: list[dict[str, Any]] | None = None,
+               mixed: Mixed | None = None) -> dict[str, Any]:
     """Events/s of each loop (module docstring), ``repeat`` times back to back; ``gen``: a
-    generations fleet, timed in the same repetitions (``gen_monitor``, ``gen_chain``)."""
+    generations fleet, timed in the same repetitions (``gen_monitor``, ``gen_chain``); ``mixed``:
+    a fleet of several families (``mixed_monitor``, ``mixed_chain``, and ``mixed_<family>_monitor``
+    over that family's events alone)."""
     n = len(events)
     rates: dict[str, list[float]] = {"baseline": [], "monitor": [], "parse_event": [], "decode_event": [],
                                      "chain": [], "chain_parse_twice": [], "monitor_gc_unfrozen": []}
     gen_raws = [json.dumps(ev, separators=(",", ":")).encode() for ev in gen or ()]
     if gen:
         rates.update(gen_monitor=[], gen_chain=[])
+    mixed_sets: dict[str, list[dict[str, Any]]] = {}
+    mixed_raws: list[bytes] = []
+    if mixed:
+        mixed_sets = {"mixed_monitor": mixed.events,
+                      **{f"mixed_{fam}_monitor": evs for fam, evs in mixed.by_family.items()}}
+        mixed_raws = [json.dumps(ev, separators=(",", ":")).encode() for ev in mixed.events]
+        rates.update({name: [] for name in ["mixed_chain", *mixed_sets]})
 
     def timed(run: Callable[[], object], count: int = n) -> float:
         gc.collect()
@@ -217,6 +276,11 @@ def throughput(events: list[dict[str, Any]], raws: list[bytes], repeat: int,
         if gen:
             rates["gen_monitor"].append(len(gen) / drive(Monitor().process, gen))
             rates["gen_chain"].append(timed(lambda: chain.parse_once(gen_raws, Monitor().process), len(gen)))
+        for name, evs in mixed_sets.items():
+            rates[name].append(len(evs) / drive(Monitor().process, evs))
+        if mixed:
+            rates["mixed_chain"].append(timed(lambda: chain.parse_once(mixed_raws, Monitor().process),
+                                              len(mixed_raws)))
         gc.unfreeze()  # context: collections now walk every pre-generated event as well
         rates["monitor_gc_unfrozen"].append(n / drive(Monitor().process, events))
         gc.freeze()
@@ -237,6 +301,9 @@ def throughput(events: list[dict[str, Any]], raws: list[bytes], repeat: int,
         ratios |= {"gen_monitor_to_baseline": ratio("gen_monitor", "baseline"),
                    "gen_monitor_to_monitor": ratio("gen_monitor", "monitor"),
                    "gen_chain_to_chain": ratio("gen_chain", "chain")}
+    ratios |= {f"{name}_to_baseline": ratio(name, "baseline") for name in ["mixed_chain", *mixed_sets]}
+    if mixed:
+        ratios["mixed_chain_to_chain"] = ratio("mixed_chain", "chain")
     med = statistics.median(rates["monitor"])
     return {
         "repeat": repeat,
@@ -503,6 +570,12 @@ def tables(res: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
         g = w["gen"]
         workload_rows.append(["generations fleet", f"{g['groups']} groups of {g['nodes']} nodes, "
                               f"{g['events']:,} events ({', '.join(f'{k} {v:,}' for k, v in g['types'].items())})"])
+    if "mixed" in w:
+        m = w["mixed"]
+        workload_rows += [
+            ["mixed fleet", f"{m['groups']} groups, {m['events']:,} events: " + ", ".join(
+                f"{name} {f['groups']} x {f['nodes']} nodes {f['events']:,}" for name, f in m["families"].items())],
+            ["alerts (mixed, clean)", ", ".join(f"{k} {v}" for k, v in m["alerts"].items()) or "none"]]
     base = eps["baseline"]["median"]
     tp_rows = [
         ["baseline (dict lookup + counter)", fmt_int(base), fmt_int(eps["baseline"]["min"]),
@@ -537,6 +610,13 @@ def tables(res: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
                             f"{ratios[name + '_to_baseline']['median']:.4f}" if name + "_to_baseline" in ratios
                             else f"{ratios[against]['median']:.3f} of XCom's",
                             f"{tp['us_per_event_median'][name]:.3f}"])
+    mixed_names = [("mixed_monitor", "mixed fleet: Monitor.process"), ("mixed_chain", "mixed fleet: chain now")]
+    mixed_names += [(k, f"  {k.split('_')[1]} events alone: Monitor.process") for k in eps
+                    if k.startswith("mixed_") and k.endswith("_monitor") and k != "mixed_monitor"]
+    for name, label in mixed_names:
+        if name in eps:
+            tp_rows.append([label, fmt_int(eps[name]["median"]), fmt_int(eps[name]["min"]), fmt_int(eps[name]["max"]),
+                            f"{ratios[name + '_to_baseline']['median']:.4f}", f"{tp['us_per_event_median'][name]:.3f}"])
     verdict = "met" if tp["meets_target"] else "NOT met"
     tp_rows.append([f"target >= {TARGET_EVENTS_PER_S:,} ev/s (Monitor.process median)", verdict, "", "", "", ""])
     js = mem["state_json_bytes_per_group"]
@@ -547,6 +627,9 @@ def tables(res: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
         ["largest parts of the median group's state",
          ", ".join(f"{k} {v:,}" for k, v in list(mem["median_group_state_breakdown"].items())[:4])],
     ]
+    for fam, js in w.get("mixed", {}).get("state_json_bytes_per_group", {}).items():
+        mem_rows.append([f"mixed fleet, {fam}: state JSON per group (bytes)",
+                         f"median {js['median']:,}, mean {js['mean']:,}, max {js['max']:,}"])
     return [
         ("Workload", ["", ""], workload_rows),
         (f"Throughput, one thread, median of {tp['repeat']} repetitions",
@@ -575,11 +658,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--scale-duration", type=float, default=None, help="simulated seconds of the scaling line (default 180; 40 with --quick)")
     p.add_argument("--long-groups", type=int, default=None, help="groups of the long-history line (default 50; 5 with --quick)")
     p.add_argument("--long-duration", type=float, default=None, help="simulated seconds of the long-history line (default 900; 60 with --quick)")
+    p.add_argument("--families", default=fleets.ALL,
+                   help=f"families of the mixed fleet, comma-separated (default {fleets.ALL})")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--pin", type=int, default=None, metavar="CPU", help="pin the process to this CPU (Linux)")
     args = p.parse_args(argv)
     if args.repeat is not None and args.repeat < 1:
         p.error("--repeat must be at least 1")
+    try:
+        args.families = fleets.parse_families(args.families)
+    except ValueError as exc:
+        p.error(str(exc))
     return args
 
 
@@ -621,6 +710,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     gen = generate_gen(work)
     gen_info = {"groups": work.groups, "nodes": 3, "events": len(gen),
                 "types": dict(sorted(Counter(ev["type"] for ev in gen).items()))}
+    log(f"generating a mixed fleet ({', '.join(f.name for f in args.families)}) of {work.groups} groups "
+        f"x {work.duration_ms // 1000} s ...")
+    mixed = generate_mixed(work, args.families)
+    mixed_info = {**mixed.info, **mixed_state(mixed)}
     log(f"  {len(events):,} events in {time.perf_counter() - t0:.1f} s")
 
     log("memory pass (tracemalloc) ...")
@@ -628,8 +721,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.freeze()  # the pre-generated events are not part of what a collection should walk
 
     log(f"timing, {repeat} repetitions ...")
-    tp = throughput(events, raws, repeat, log, gen)
-    del events, raws, gen
+    tp = throughput(events, raws, repeat, log, gen, mixed)
+    del events, raws, gen, mixed
     gc.unfreeze()
     gc.collect()
 
@@ -650,6 +743,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seed": work.seed, "mix": mix,
             "alerts": dict(sorted(alerts.items())),
             "gen": gen_info,
+            "mixed": mixed_info,
         },
         "throughput": tp,
         "memory": mem,

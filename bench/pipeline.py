@@ -19,7 +19,13 @@ What it measures, per group count G (``--groups``, default 100 and 1000; 5 nodes
    execution event a tick) and ``decisions_per_s`` are found by bisection on short simulations,
    then the trace is generated and its real rate (events per simulated second) is what is
    reported and published. A trace is written to a file as the JSON a message carries, with its
-   ``ts_ms`` split out, so a publisher can restamp it without parsing.
+   ``ts_ms`` split out, so a publisher can restamp it without parsing. ``--families`` (default
+   ``xcom``, as before; ``xcom,gen,qlog,chain`` is the mixed fleet): the groups are split evenly
+   over the families' simulators (names ``g``, ``pg``, ``ql``, ``ch`` + a number: they never
+   collide), each family calibrated the same way on its own rate option (generations
+   ``xacts_per_s``, quorum-log ``decrees_per_s``, chain ``writes_per_s``) so that every group emits
+   about R / G events/s, and their events merged in time order into one trace; its description
+   gives each family's groups, tick, rate option, events and faults (``bench/fleets.py``).
 2. **Core ceiling** (the baseline of the same run): one thread, the trace of the highest rate
    (first ``--core-events`` events) as message bytes through ``bench/chain.py``'s
    ``parse_once`` (``decode_event``, the decoded dicts packed and unpacked, ``Monitor.process``:
@@ -46,7 +52,10 @@ What it measures, per group count G (``--groups``, default 100 and 1000; 5 nodes
    (relative order and node clock offsets kept). The first ``--warmup`` s are not measured; the
    window is the next ``--duration`` s. The trace carries ``--faults`` injected faults
    (``beyond_horizon``, ``divergent_decision``, ``execution_regression`` in turn, each in its own
-   group, evenly over the window), each raising its alert at once. Figures over the batches that
+   group, evenly over the window), each raising its alert at once. In a mixed fleet the families
+   take turns (one XCom fault, one generations fault, ...), each with its own quick safety
+   violations in turn (``bench/fleets.py``: they raise their alert at once or within about 2 s;
+   no wedges), each in its own group of its family. Figures over the batches that
    start in the window:
    - published rate = events the publisher handed to Kafka in the window / window;
      processed rate = input rows of the window's batches / window;
@@ -93,21 +102,17 @@ from pathlib import Path
 from typing import Any
 
 import chain  # bench/chain.py (the scripts run from bench/)
+from fleets import parse_families
 from machine import load_average, machine
 from report import render_tables  # bench/report.py
 from spark_runs import Bench
 from stats import batch_cost, fmt, log, median_or_none, ratio
-from traces import Trace, calibrate, fault_plan, options, read_raws, warm_trace, write_trace
+from traces import Trace, fault_plan, fleet_specs, read_raws, warm_trace, write_fleet
 
 SCHEMA = 1
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = BENCH_DIR / "results" / "pipeline.json"
 TARGET_GROUPS, TARGET_EVENTS_PER_S, TARGET_P99_S = 1000, 50_000, 3.0
-FAULTS = ("beyond_horizon", "divergent_decision", "execution_regression")
-TICKS_MS = (100, 50, 25, 20, 10)  # the simulator's tick: one decision + one execution per node a tick
-WARM_GROUPS, WARM_S = 20, 2
-FUTURE_MS = 600_000  # the backlog is stamped this far ahead: no processing-time silence fires
-TYPES = ("decision", "execution", "heartbeat", "config")
 LOAD_WARNING = 1.5
 MIN_STEADY = 3  # steady capacity batches below this: the figure is flagged
 
@@ -138,6 +143,14 @@ def summarize_rate(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def describe_families(trace: Trace | dict[str, Any]) -> str:
+    """Per family: groups, tick, rate option, events, faults (one family: as the XCom line was)."""
+    fams = trace.families if isinstance(trace, Trace) else trace["families"]
+    return "; ".join(f"{name} {f['groups']} groups, tick {f['tick_ms']} ms, "
+                     + ", ".join(f"{k} {v:g}" for k, v in f.items() if k.endswith("_per_s"))
+                     + f", {f['events']:,} events, {f['faults']} faults" for name, f in fams.items())
+
+
 def run_groups(g: int, args: argparse.Namespace, workdir: Path, bench: Bench | None) -> dict[str, Any]:
     """Traces, the core ceiling, the recorded-topic runs and the sustained runs for G groups."""
     span = args.warmup + args.duration
@@ -145,13 +158,13 @@ def run_groups(g: int, args: argparse.Namespace, workdir: Path, bench: Bench | N
     traces: dict[int, Trace] = {}
     for rate in args.rates:
         t = time.perf_counter()
-        tick, dps = calibrate(g, args.nodes, rate, args.seed)
         seconds = max(span, args.backlog) if rate == top else span
-        trace = write_trace(workdir / f"trace-{g}-{rate}.tsv", options(g, args.nodes, seconds, tick, dps, args.seed),
-                            fault_plan(g, args.faults, args.warmup, args.duration))
+        specs = fleet_specs(args.families, g, args.nodes, rate, seconds, args.seed)
+        trace = write_fleet(workdir / f"trace-{g}-{rate}.tsv", specs,
+                            fault_plan(g, args.faults, args.warmup, args.duration, args.families))
         traces[rate] = trace
-        log(f"  trace for {rate:,} ev/s: {trace.rate:,.0f} ev/s simulated (tick {tick} ms, {dps:.2f} decisions/s "
-            f"a group), {trace.events:,} events, {len(trace.faults)} faults, in {time.perf_counter() - t:.1f} s")
+        log(f"  trace for {rate:,} ev/s: {trace.rate:,.0f} ev/s simulated ({describe_families(trace)}), "
+            f"{trace.events:,} events, {len(trace.faults)} faults, in {time.perf_counter() - t:.1f} s")
     raws = read_raws(traces[top].path, args.core_events)
     log(f"  core ceiling: {len(raws):,} events of the {top:,} ev/s trace, {args.core_repeat} repetition(s) ...")
     core = chain.ceiling(raws, args.core_repeat)
@@ -215,9 +228,8 @@ def tables(res: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
     for g in per:
         for rate, w in g["workload"].items():
             work.append([f"{g['groups']} x {g['nodes']} nodes, target {int(rate):,}",
-                         f"{w['events_per_s']:,} ev/s simulated, tick {w['tick_ms']} ms, "
-                         f"{w['decisions_per_s']:g} decisions/s a group, {w['seconds']:g} s, {w['events']:,} events, "
-                         f"{w['faults']} faults"])
+                         f"{w['events_per_s']:,} ev/s simulated, {w['seconds']:g} s, {w['events']:,} events, "
+                         f"{w['faults']} faults: {describe_families(w)}"])
     out = [("Workload (simulator traces)", ["", ""], work)]
 
     def cell(x: float | None, base: float) -> str:
@@ -343,6 +355,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="small workload for a smoke run (figures not to quote)")
     p.add_argument("--groups", type=_ints, default=None, help="group counts, comma-separated (default 100,1000; 20 with --quick)")
     p.add_argument("--nodes", type=int, default=5, help="nodes a group (default 5)")
+    p.add_argument("--families", default="xcom",
+                   help="protocol families of the fleet, comma-separated (default xcom; "
+                        "xcom,gen,qlog,chain: the mixed fleet, groups split evenly)")
     p.add_argument("--rates", type=_ints, default=None, help="sustained target rates in events/s, ascending (default 10000,25000,50000; 2000 with --quick)")
     p.add_argument("--trigger", type=float, default=None, help="live trigger interval, s (default: streaming.trigger_interval_s)")
     p.add_argument("--duration", type=float, default=None, help="measured seconds of a sustained run (default 60; 8 with --quick)")
@@ -380,6 +395,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--repeat and --core-repeat must be at least 1")
     if args.rates != sorted(args.rates):
         p.error("--rates must be ascending")
+    try:
+        args.families = parse_families(args.families)
+    except ValueError as exc:
+        p.error(str(exc))
     return args
 
 
@@ -429,7 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "settings": {"groups": args.groups, "nodes": args.nodes, "rates": args.rates,
                      "trigger_s": args.trigger if args.trigger is not None else st.trigger_interval_s,
                      "duration_s": args.duration, "warmup_s": args.warmup, "faults": args.faults,
-                     "fault_kinds": list(FAULTS), "backlog_s": args.backlog,
+                     "families": [f.name for f in args.families],
+                     "fault_kinds": [k for f in args.families for k in f.faults], "backlog_s": args.backlog,
                      "max_offsets": args.max_offsets if args.max_offsets is not None else st.max_offsets_per_trigger,
                      "repeat": args.repeat, "core_events": args.core_events, "core_repeat": args.core_repeat,
                      "seed": args.seed, "spark_master": st.master, "shuffle_partitions": st.shuffle_partitions,

@@ -17,14 +17,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import fleets  # bench/fleets.py
+from fleets import FAMILIES, Family, family_of, run_fleet, split
 from stats import spread
 
-from replimon.producers.simulator import Injection, SimOptions, Simulator
+from replimon.contract.models import EVENT_TOPICS
+from replimon.producers.simulator import Injection, SimOptions
 
-FAULTS = ("beyond_horizon", "divergent_decision", "execution_regression")
-TICKS_MS = (100, 50, 25, 20, 10)  # the simulator's tick: one decision + one execution per node a tick
+XCOM = FAMILIES[0]
+FAULTS = XCOM.faults
+TICKS_MS = (100, 50, 25, 20, 10)  # a simulator's tick: e.g. XCom, one decision + one execution per node a tick
 WARM_GROUPS, WARM_S = 20, 2
-TYPES = ("decision", "execution", "heartbeat", "config")
+TYPES = tuple(EVENT_TOPICS)  # every family's event types (XCom's first); a trace line has the index
 
 # -- traces --------------------------------------------------------------------------------------
 @dataclass
@@ -42,6 +46,7 @@ class Trace:
     start_ms: int
     types: dict[str, int]
     faults: list[dict[str, Any]] = field(default_factory=list)
+    families: dict[str, dict[str, Any]] = field(default_factory=dict)  # per family: groups, options, events
 
     @property
     def rate(self) -> float:
@@ -51,7 +56,7 @@ class Trace:
         return {"groups": self.groups, "nodes": self.nodes, "tick_ms": self.tick_ms,
                 "decisions_per_s": round(self.decisions_per_s, 3), "seconds": self.seconds,
                 "events": self.events, "events_per_s": round(self.rate), "types": self.types,
-                "faults": len(self.faults)}
+                "faults": len(self.faults), "families": self.families}
 
 
 def options(groups: int, nodes: int, seconds: float, tick_ms: int, dps: float, seed: int) -> SimOptions:
@@ -59,56 +64,81 @@ def options(groups: int, nodes: int, seconds: float, tick_ms: int, dps: float, s
                       tick_ms=tick_ms, decisions_per_s=dps)
 
 
-def measured_rate(groups: int, nodes: int, tick_ms: int, dps: float, seed: int, seconds: float = 12.0,
-                  skip: float = 4.0) -> float:
-    """Events per simulated second per group of a short clean simulation, after its first
-    ``skip`` seconds (the boot is busier than the steady state that makes most of a trace)."""
+def measured_rate(groups: int, nodes: int, tick_ms: int, knob: float, seed: int, seconds: float = 12.0,
+                  skip: float = 4.0, family: Family = XCOM) -> float:
+    """Events per simulated second per group of a short clean simulation of ``family`` (its rate
+    option at ``knob``), after its first ``skip`` seconds (the boot is busier than the steady
+    state that makes most of a trace)."""
     count = [0]
-    holder: list[Simulator] = []
     after = int(skip * 1000)
 
-    def sink(_ev: dict[str, Any]) -> None:
-        if holder[0].t >= after:
+    def sink(t: int, _family: str, _ev: dict[str, Any]) -> None:
+        if t >= after:
             count[0] += 1
 
-    holder.append(Simulator(options(groups, nodes, seconds, tick_ms, dps, seed), [], sink))
-    holder[0].run()
+    run_fleet([(family, fleets.options(family, groups, nodes, seconds, seed, tick_ms, knob), ())], sink)
     return count[0] / (seconds - skip) / groups
 
 
-def calibrate(groups: int, nodes: int, rate: float, seed: int) -> tuple[int, float]:
-    """(tick_ms, decisions_per_s) that make ``groups`` groups emit about ``rate`` events/s.
+def calibrate(groups: int, nodes: int, rate: float, seed: int, family: Family = XCOM) -> tuple[int, float]:
+    """(tick_ms, rate option) that make ``groups`` groups of ``family`` emit about ``rate`` events/s
+    (for XCom the option is ``decisions_per_s``; fleets.FAMILIES names the others').
 
-    Per node and tick the simulator emits at most one decision and one execution event (plus a
-    heartbeat a second), so a group's rate saturates near ``2 * nodes * 1000 / tick_ms``: take the
-    longest tick that leaves room, then bisect ``decisions_per_s`` (the rate grows with it) on
-    short simulations of up to 20 groups (the rate a group emits does not depend on the others)."""
+    Per node and tick a simulator emits a bounded number of events (XCom: at most one decision and
+    one execution, plus a heartbeat a second; the others at most one client operation a tick), so a
+    group's rate saturates near a multiple of ``1000 / tick_ms``: take the longest tick that leaves
+    room, then bisect the option (the rate grows with it) on short simulations of up to 20 groups
+    (the rate a group emits does not depend on the others)."""
     per_group = rate / groups
     sample = min(groups, 20)
     for tick in TICKS_MS:
         top = 1000 / tick
-        if measured_rate(sample, nodes, tick, top * 4, seed) >= per_group * 1.02:
+        if measured_rate(sample, nodes, tick, top * 4, seed, family=family) >= per_group * 1.02:
             break
     else:
-        raise SystemExit(f"{rate:,.0f} events/s is more than {groups} groups of {nodes} nodes can emit "
-                         f"(tick {TICKS_MS[-1]} ms); use more groups")
+        raise SystemExit(f"{rate:,.0f} events/s is more than {groups} groups of {nodes} nodes ({family.name}) "
+                         f"can emit (tick {TICKS_MS[-1]} ms); use more groups")
     lo, hi = 0.05, top * 4
     for _ in range(12):
         mid = (lo + hi) / 2
-        got = measured_rate(sample, nodes, tick, mid, seed)
+        got = measured_rate(sample, nodes, tick, mid, seed, family=family)
         if abs(got - per_group) <= 0.01 * per_group:
             return tick, mid
         lo, hi = (mid, hi) if got < per_group else (lo, mid)
     return tick, (lo + hi) / 2
 
 
-def fault_plan(groups: int, count: int, start_s: float, span_s: float) -> list[Injection]:
-    """``count`` faults (``FAULTS`` in turn), each in its own group, evenly over the window."""
+def fault_plan(groups: int, count: int, start_s: float, span_s: float,
+               families: Sequence[Family] = (XCOM,)) -> list[Injection]:
+    """``count`` faults evenly over the window, each in its own group: the families in turn (one of
+    XCom's, one of generations', ...), each family's quick faults (fleets.FAMILIES) in turn, spread
+    over that family's groups (``groups`` split evenly over the families, as ``fleet_specs``)."""
     count = min(count, groups)
+    per = dict(zip([f.name for f in families], split(groups, len(families)), strict=True))
+    order = [families[i % len(families)] for i in range(count)]
+    planned = Counter(f.name for f in order)
+    seen: Counter[str] = Counter()
     out = []
-    for i in range(count):
+    for i, fam in enumerate(order):
+        k = seen[fam.name]
+        seen[fam.name] += 1
         at_ms = int((start_s + (i + 0.5) * span_s / count) * 1000)
-        out.append(Injection(FAULTS[i % len(FAULTS)], f"g{1 + (i * groups) // count}", at_ms))
+        group = f"{fam.prefix}{1 + (k * per[fam.name]) // planned[fam.name]}"
+        out.append(Injection(fam.faults[k % len(fam.faults)], group, at_ms))
+    return out
+
+
+def fleet_specs(families: Sequence[Family], groups: int, nodes: int, rate: float, seconds: float,
+                seed: int) -> list[tuple[Family, Any]]:
+    """Each family's share of the groups (split evenly) with its options calibrated so that every
+    group emits about ``rate / groups`` events/s, whatever its family: the whole fleet then emits
+    about ``rate``, each family in proportion to its groups."""
+    out = []
+    for fam, n in zip(families, split(groups, len(families)), strict=True):
+        if n == 0:
+            continue
+        tick, knob = calibrate(n, nodes, rate * n / groups, seed, fam)
+        out.append((fam, fleets.options(fam, n, nodes, seconds, seed, tick, knob)))
     return out
 
 
@@ -119,26 +149,42 @@ def split_event(ev: dict[str, Any]) -> tuple[str, str]:
     return text[:i], text[i + len(marker):]
 
 
-def write_trace(path: Path, opts: SimOptions, injections: Sequence[Injection]) -> Trace:
-    types: Counter[str] = Counter()
-    fh = path.open("w", encoding="utf-8", newline="\n")
-    holder: list[Simulator] = []
+def write_trace(path: Path, opts: Any, injections: Sequence[Injection]) -> Trace:
+    """An XCom trace (``opts``: the XCom simulator's options)."""
+    return write_fleet(path, [(XCOM, opts)], injections)
 
-    def sink(ev: dict[str, Any]) -> None:
+
+def write_fleet(path: Path, specs: Sequence[tuple[Family, Any]], injections: Sequence[Injection]) -> Trace:
+    """The trace of the families' simulators (family, options) run side by side, their events
+    merged in time order; each injection goes to the simulator of its group's family."""
+    types: Counter[str] = Counter()
+    per: dict[str, Counter[str]] = {fam.name: Counter() for fam, _ in specs}
+    fh = path.open("w", encoding="utf-8", newline="\n")
+
+    def sink(t: int, family: str, ev: dict[str, Any]) -> None:
         head, tail = split_event(ev)
         types[ev["type"]] += 1
-        fh.write(f"{holder[0].t}\t{TYPES.index(ev['type'])}\t{ev['group']}\t{ev['ts_ms']}\t{head}\t{tail}\n")
+        per[family][ev["type"]] += 1
+        fh.write(f"{t}\t{TYPES.index(ev['type'])}\t{ev['group']}\t{ev['ts_ms']}\t{head}\t{tail}\n")
 
-    sim = Simulator(opts, list(injections), sink)
-    holder.append(sim)
     try:
-        summary = sim.run()
+        sims = run_fleet([(fam, opts, [i for i in injections if family_of(i.group) == fam.name])
+                          for fam, opts in specs], sink)
     finally:
         fh.close()
-    return Trace(path=path, groups=opts.groups, nodes=opts.nodes, tick_ms=opts.tick_ms,
-                 decisions_per_s=opts.decisions_per_s, seconds=opts.duration_ms / 1000,
-                 events=summary.events, start_ms=opts.start_ms, types=dict(sorted(types.items())),
-                 faults=summary.faults)
+    summaries = [sim.summary() for sim in sims]
+    first = specs[0][1]
+    xcom = next((opts for fam, opts in specs if fam is XCOM), None)
+    families = {fam.name: {"groups": opts.groups, "tick_ms": opts.tick_ms, fam.knob: round(getattr(opts, fam.knob), 3),
+                           "events": sum(per[fam.name].values()), "types": dict(sorted(per[fam.name].items())),
+                           "faults": len(summary.faults)}
+                for (fam, opts), summary in zip(specs, summaries, strict=True)}
+    return Trace(path=path, groups=sum(opts.groups for _, opts in specs), nodes=first.nodes,
+                 tick_ms=(xcom or first).tick_ms, decisions_per_s=xcom.decisions_per_s if xcom else 0.0,
+                 seconds=max(opts.duration_ms for _, opts in specs) / 1000,
+                 events=sum(s.events for s in summaries), start_ms=first.start_ms,
+                 types=dict(sorted(types.items())), faults=[f for s in summaries for f in s.faults],
+                 families=families)
 
 
 def read_raws(path: Path, limit: int) -> list[bytes]:

@@ -3,6 +3,7 @@ are read from a full run of the benchmark (bench/README.md), never from a unit t
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -53,6 +54,42 @@ def test_bench_core_quick_writes_json(tmp_path: Path) -> None:
         assert sc["state_json_bytes_series"]
 
     assert isinstance(res["workload"]["alerts"], dict)  # kind/status -> count, shown in the table
+
+    # The mixed fleet (--families, default all four): every family has events, a throughput line
+    # of its own and state sizes; the whole fleet's Monitor.process and chain lines.
+    mixed = res["workload"]["mixed"]
+    families = ("xcom", "gen", "qlog", "chain")
+    assert set(mixed["families"]) == set(families)
+    assert all(f["events"] > 0 for f in mixed["families"].values())
+    assert sum(f["events"] for f in mixed["families"].values()) == mixed["events"]
+    for name in ("mixed_monitor", "mixed_chain", *(f"mixed_{f}_monitor" for f in families)):
+        assert tp["events_per_s"][name]["median"] > 0 and f"{name}_to_baseline" in tp["ratios"]
+    assert all(mixed["state_json_bytes_per_group"][f]["median"] > 0 for f in families)
+    assert "mixed fleet: chain now" in proc.stdout and "qlog events alone" in proc.stdout
+
+
+def test_bench_mixed_trace_has_every_family_and_its_faults(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/traces.py over the four families: each gets its share of the groups and of the rate,
+    its events are in the trace (in time order) and faults of every family are planned and
+    injected, each in its own group."""
+    monkeypatch.syspath_prepend(str(BENCH.parent))
+    fleets = importlib.import_module("fleets")
+    traces = importlib.import_module("traces")
+    families = fleets.parse_families("xcom,gen,qlog,chain")
+    plan = traces.fault_plan(8, 8, 2.0, 4.0, families)
+    assert {fleets.family_of(i.group) for i in plan} == {"xcom", "gen", "qlog", "chain"}
+    assert len({i.group for i in plan}) == len(plan) == 8
+    specs = traces.fleet_specs(families, 8, 3, 400, 8.0, 7)
+    trace = traces.write_fleet(tmp_path / "mixed.tsv", specs, plan)
+    assert set(trace.families) == {"xcom", "gen", "qlog", "chain"}
+    assert all(f["events"] > 0 and f["faults"] == 2 for f in trace.families.values())
+    assert sum(f["events"] for f in trace.families.values()) == trace.events
+    assert {fleets.family_of(f["group"]) for f in trace.faults} == set(trace.families)
+    assert all(f["alert"] for f in trace.faults)
+    ticks = [int(line.split("\t", 1)[0]) for line in trace.path.read_text(encoding="utf-8").splitlines()]
+    assert len(ticks) == trace.events and ticks == sorted(ticks)
+    assert abs(trace.rate - 400) <= 0.15 * 400  # calibrated, not hoped for (a short trace: 15%)
 
 
 # bench/pipeline.py: the cheap part by default; the whole --quick run (Spark) only with -m slow.
