@@ -29,6 +29,9 @@ from replimon.streaming.sinks.base import BatchResult
 
 DELIVERY_TIMEOUT_S = 30
 REUSED_FLUSH_S = 5  # a kept producer gets this long before its records go again through a new one
+# A monitor.state record larger than this is left out, with a warning (librdkafka refuses a message
+# over its 1,000,000-byte message.max.bytes, and that refusal stopped the job: docs/operations.md).
+MAX_STATE_RECORD_BYTES = 900_000
 
 log = logging.getLogger("replimon.sinks.kafka")
 
@@ -100,12 +103,21 @@ class KafkaSink:
             return
         self._send(lambda p: self._fill(p, result), "monitor record(s)")
 
+    def _state(self, p: Any, group: str, key: bytes, value: bytes, headers: dict[str, str]) -> None:
+        """One ``monitor.state`` record, or a warning when it is too large to send: a snapshot is
+        sent again at the group's next cadence, a replay starts from the group's previous
+        checkpoint record; a monitor that cannot publish one group's state keeps watching all."""
+        if len(value) > MAX_STATE_RECORD_BYTES:
+            log.warning("Kafka sink: the %s record of group %s is %d bytes, over %d: left out of %s",
+                        headers["kind"], group, len(value), MAX_STATE_RECORD_BYTES, self.topics.state)
+            return
+        p.produce(self.topics.state, key=key, value=value, headers=headers)
+
     def _fill(self, p: Any, result: BatchResult) -> None:
         batch = self._headers(result.batch_id)
         self._alerts(p, ((a.group, a.alert_id, a.status, a.payload) for a in result.alert_rows), batch)
         for s in result.snapshot_rows:
-            p.produce(self.topics.state, key=s.group.encode(), value=s.payload.encode(),
-                      headers={"kind": "snapshot", **batch})
+            self._state(p, s.group, s.group.encode(), s.payload.encode(), {"kind": "snapshot", **batch})
         if result.checkpoints:
             # A group's whole state, keyed by group and event time (compaction keeps each one), with
             # the input offsets the batch ended at: a replay starts from here (docs/replay.md).
@@ -115,8 +127,8 @@ class KafkaSink:
                 value = (f'{{"kind":"checkpoint","group":{json.dumps(group)},"clock_ms":{clock_ms},'
                          f'"run_id":{json.dumps(self.run_id)},"batch_id":{result.batch_id},'
                          f'"offsets":{offsets},"state":{state}}}')
-                p.produce(self.topics.state, key=f"{group}@{clock_ms}".encode(), value=value.encode(),
-                          headers={"kind": "checkpoint", **batch})
+                self._state(p, group, f"{group}@{clock_ms}".encode(), value.encode(),
+                            {"kind": "checkpoint", **batch})
         for d in result.dead_letters:
             p.produce(self.topics.dead_letters, key=f"{d['topic']}:{d['partition']}:{d['offset']}".encode(),
                       value=d["raw"], headers={"reason": d["reason"][:1000], "topic": d["topic"],

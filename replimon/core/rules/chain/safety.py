@@ -24,7 +24,11 @@ from replimon.core.rules.base import Context
 from replimon.core.rules.chain.nodes import ChainNode, View
 
 EPOCHS_KEPT = 64  # views and client writers remembered (docs/families.md 4.3)
-DIGESTS_KEPT = 4096  # (epoch, position) -> digest remembered at most
+# (epoch, position) -> digest remembered for a minute of group clock, and 1,024 at most: replicas
+# report one entry within the chain's propagation time, so a minute is plenty; remembering more made
+# a busy group's state grow to ~800 KB (the demo soak, bench/demo_soak.py; docs/rules.md)
+DIGEST_KEEP_MS = 60_000
+DIGESTS_KEPT = 1024
 
 
 class ChainSafety:
@@ -137,11 +141,17 @@ class ChainSafety:
         within one epoch: a stale head's own entries in its old epoch may differ from the new
         chain's at the same position, legally (docs/rules.md, the chain family's readings)."""
         key = (ev["epoch"], ev["pos"])
-        known = self.digests.get(key)
+        digests = self.digests
+        known = digests.get(key)
         if known is None:
-            self.digests[key] = [ev["digest"], here]
-            if len(self.digests) > DIGESTS_KEPT:
-                del self.digests[min(self.digests)]
+            digests[key] = [ev["digest"], here]
+            # the oldest first (the dict's order, kept by the saved state)
+            horizon = self.ctx.clock - DIGEST_KEEP_MS
+            while digests:
+                oldest = next(iter(digests))
+                if len(digests) <= DIGESTS_KEPT and digests[oldest][1]["ts_ms"] >= horizon:
+                    break
+                del digests[oldest]
             return
         if known[0] != ev["digest"]:
             # Seed "View manager glue": entries flow down the chain by AppendLogEntry's CAS; store.rs
