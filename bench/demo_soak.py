@@ -176,10 +176,12 @@ class Sampler:
         threading.Thread(target=self._loop, name="soak-sampler", daemon=True).start()
 
     def _loop(self) -> None:
-        from cpu import _procs
-
+        last = self.meter.sample()
         while not self.stop.wait(self.every):
-            procs = _procs()
+            now = self.meter.sample()
+            cores = self.meter.between(last, now)["cores"]
+            last = now
+            procs = now[1]
             rss: Counter[str] = Counter()
             for pid in procs:
                 part = self.meter.part(pid, procs)
@@ -195,6 +197,9 @@ class Sampler:
                 "state_memory_mb": round(sum(op.get("memoryUsedBytes", 0) for op in ops) / 2**20, 2),
                 "state_dir_mb": round(_dir_bytes(ckpt) / 2**20, 2),
                 "batch": progress.get("batchId"),
+                "batch_ms": (progress.get("durationMs") or {}).get("triggerExecution"),
+                "input_rows": progress.get("numInputRows"),
+                "cores": {k: v for k, v in cores.items() if v},
             })
 
 
@@ -259,10 +264,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clean", type=int, default=2, help="clean groups per family (default 2)")
     ap.add_argument("--sample-every", type=float, default=10.0, help="seconds between memory samples")
     ap.add_argument("--offline", action="store_true", help="only the fleet through the core, in event time")
+    ap.add_argument("--linger-ms", type=int, default=None,
+                    help="the fleet publisher's linger (default: the settings', 5 ms; see docs/performance.md)")
     ap.add_argument("--live-only", action="store_true", help="skip the offline pass after the live run")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = ap.parse_args(argv)
-    settings = load_settings()
+    settings = load_settings() if args.linger_ms is None else load_settings(
+        kafka={"producer": {"linger_ms": args.linger_ms}})
     last = args.minutes * 60 - args.tail
     if last <= args.first:
         ap.error(f"--minutes {args.minutes:g} leaves no time for faults between --first and --tail")

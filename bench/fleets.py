@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from replimon import demo_fleet
 from replimon.producers import simulator as xcom_sim
 from replimon.producers import simulator_chain as chain_sim
 from replimon.producers import simulator_gen as gen_sim
@@ -50,12 +51,9 @@ ALL = ",".join(BY_NAME)
 
 
 def parse_families(text: str) -> tuple[Family, ...]:
-    """``xcom,qlog`` -> those rows, in the order of ``FAMILIES``; ValueError for an unknown name."""
-    names = [t.strip().lower() for t in text.split(",") if t.strip()]
-    unknown = [n for n in names if n not in BY_NAME]
-    if unknown or not names:
-        raise ValueError(f"--families: {unknown[0]!r} is not a family" if unknown else "--families: name one")
-    return tuple(f for f in FAMILIES if f.name in names)
+    """``xcom,qlog`` -> those rows, in the order of ``FAMILIES``; ValueError (one line, as
+    ``replimon demo --families`` words it) for an unknown name."""
+    return tuple(BY_NAME[name] for name in demo_fleet.parse_families(text))
 
 
 def family_of(group: str) -> str:
