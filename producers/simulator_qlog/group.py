@@ -85,6 +85,7 @@ class QlogGroupSim(Scripted):
         self.quiet = False  # a fault script runs: no background crashes or delays
         self.scripts: list[tuple[Iterator[Wait], Wait]] = []
         self.ledger: dict[int, list[Entry]] = {}  # num -> passed decrees, in pass order
+        self._top = 0  # the highest num in the ledger (0: none): `frontier` without a scan
         self.recovery: Recovery | None = None
         # what fault scripts (faults.py) read and set; all inert in a clean run
         self.paused = False  # nobody proposes
@@ -130,7 +131,7 @@ class QlogGroupSim(Scripted):
     # -------------------------------------------------------------------------------- decrees
     def frontier(self) -> int:
         """The next free decree number: one past the highest passed."""
-        return max(self.ledger, default=0) + 1
+        return self._top + 1
 
     def propose(self, p: Replica, value: Value, *, num: int | None = None,
                 acceptors: tuple[str, ...] | None = None, acked: list[str] | None = None,
@@ -146,6 +147,7 @@ class QlogGroupSim(Scripted):
         p.ballot += 1
         entry = Entry(p.leg, num, value, p.id, self.t)
         self.ledger.setdefault(num, []).append(entry)
+        self._top = max(self._top, num)
         self.publish(p, "qlog.passed", {
             "num": num, "leg": p.leg, "ballot": {"n": p.ballot, "proposer": p.id},
             "acceptors": list(acceptors), "acked": list(acked), **value.to_json(),

@@ -435,7 +435,9 @@ def test_chain_events_go_to_the_topics_of_section_1_3() -> None:
     from replimon.config import Topics
     from replimon.contract import EVENT_TOPICS
 
-    assert {t: EVENT_TOPICS[t] for t in CHAIN_TYPES}  # the contract knows every chain type
+    assert {t: EVENT_TOPICS.get(t) for t in CHAIN_TYPES} == {
+        "chain.append": "decisions", "chain.heartbeat": "heartbeats", "chain.view": "config",
+        "chain.wedge": "config"}
     topics = Topics()
     assert {t: topics.for_event_type(t) for t in CHAIN_TYPES} == {
         "chain.append": topics.decisions, "chain.heartbeat": topics.heartbeats,
