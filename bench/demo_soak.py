@@ -264,12 +264,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clean", type=int, default=2, help="clean groups per family (default 2)")
     ap.add_argument("--sample-every", type=float, default=10.0, help="seconds between memory samples")
     ap.add_argument("--offline", action="store_true", help="only the fleet through the core, in event time")
-    ap.add_argument("--linger-ms", type=int, default=None,
-                    help="the fleet publisher's linger (default: the settings', 5 ms; see docs/performance.md)")
+    ap.add_argument("--linger-ms", type=int, default=200,
+                    help="the fleet publisher's linger (default 200; 0: the settings', 5 ms): the embedded "
+                         "broker's fetch cost grows with a partition's record batches (docs/demo.md, "
+                         "\"Long runs on the embedded broker\"); at 50 ms the job fell behind after ~11 minutes")
     ap.add_argument("--live-only", action="store_true", help="skip the offline pass after the live run")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = ap.parse_args(argv)
-    settings = load_settings() if args.linger_ms is None else load_settings(
+    settings = load_settings() if not args.linger_ms else load_settings(
         kafka={"producer": {"linger_ms": args.linger_ms}})
     last = args.minutes * 60 - args.tail
     if last <= args.first:
