@@ -156,7 +156,9 @@ class Monitor:
             if self._timers and self._timers[0][0] <= key_ts:
                 out.extend(self._fire_due())
         name = ev["group"]
-        g = self._group(ev)
+        g = self.groups.get(name)
+        if g is None:
+            g = self._group(ev)
         if key_ts < ts and name in self._scheduled:
             # The event's own group sees its time at once, as before it is fed (a group that
             # resumes after a group-wide silence gets its GROUP_SILENT first, also when it is the
