@@ -55,7 +55,8 @@ class Monitor:
         # The common case first, with nothing but lookups (every event passes here): nothing
         # held, a known group, a node within the bound of another node's time. ``_screen`` takes
         # the rest with the same verdicts.
-        if not self._pending and key not in self._skewed and group in self.families:
+        skewed = self._skewed
+        if not self._pending and not (skewed and key in skewed) and group in self.families:
             top = self._ref.top
             if top and top[0][1] != key:
                 reference = top[0][0]
