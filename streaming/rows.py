@@ -19,9 +19,9 @@ clock               CLOCK_KEY   ``pack(latest event time of the Arrow batch)``
 ``bucket`` is the state key (``bucket_of``; DEAD_BUCKET for dead letters, which touch no state);
 ``event_ms`` the row's latest event time (the replay's watermark; 0 for dead letters and clock
 rows). An event is decoded once, in the decode stage; the monitor gets the decoded dicts through
-``unpack`` (``marshal``: the data is the job's own, plain values written and read by the same code
-and the same Python in one query; it packs and unpacks them faster than pickle: bench/chain.py),
-never parsing the JSON again.
+``unpack`` (``marshal``: the data is the job's own plain values, written and read by the same code
+in one query, on executors that PySpark requires to run the same Python version; it packs and
+unpacks them faster than pickle, bench/chain.py), never parsing the JSON again.
 
 **Output rows** (monitor -> writer), ``OUTPUT_SCHEMA``:
 
