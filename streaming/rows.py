@@ -19,8 +19,9 @@ clock               CLOCK_KEY   ``pack(latest event time of the Arrow batch)``
 ``bucket`` is the state key (``bucket_of``; DEAD_BUCKET for dead letters, which touch no state);
 ``event_ms`` the row's latest event time (the replay's watermark; 0 for dead letters and clock
 rows). An event is decoded once, in the decode stage; the monitor gets the decoded dicts through
-``unpack`` (pickle: the data is the job's own, written and read by the same code in one query),
-never parsing the JSON again.
+``unpack`` (``marshal``: the data is the job's own plain values, written and read by the same code
+in one query, on executors that PySpark requires to run the same Python version; it packs and
+unpacks them faster than pickle, bench/chain.py), never parsing the JSON again.
 
 **Output rows** (monitor -> writer), ``OUTPUT_SCHEMA``:
 
@@ -39,7 +40,7 @@ PostgreSQL row is read from it by PostgreSQL); a dead letter's raw bytes travel 
 
 from __future__ import annotations
 
-import pickle
+import marshal
 import zlib
 from collections.abc import Iterable
 from typing import Any
@@ -60,13 +61,14 @@ def bucket_of(group: str, buckets: int) -> int:
 
 
 def pack(value: Any) -> bytes:
-    """A packed row's ``items``."""
-    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    """A packed row's ``items``: plain values only (None, bool, int, str, bytes, tuple, list,
+    dict), as the decode stage has them."""
+    return marshal.dumps(value, 4)
 
 
 def unpack(data: bytes) -> Any:
     """The value ``pack`` was given."""
-    return pickle.loads(data)  # noqa: S301 - the job's own rows (module docstring)
+    return marshal.loads(data)  # the job's own rows (module docstring)
 
 
 # -- output rows ------------------------------------------------------------------------------------

@@ -8,7 +8,12 @@ the dead letters), and this check only has to be *sound*: never True where the m
 random mutations, and that every simulator event takes the fast path.
 
 It exists for speed: validating a decoded dict with the models costs several microseconds per
-event, about as much as the rest of the monitor; these checks cost about one.
+event, about as much as the rest of the monitor; these checks cost about one. Two bounded memos
+keep the common case to a few lookups, and neither changes a verdict (each holds only what the
+full check has already passed, and is cleared when full): the key lists already seen to fit their
+type (``_shapes``: a publisher sends the same keys in the same order every time) and the ids that
+already matched the id pattern (``_known_ids``: a fleet names the same groups and nodes over and
+over). The hot checks are written out inline rather than through the small helpers below.
 
 Where it is deliberately narrower than the models (False, so the models decide): a free-text
 field (``version``, ``reason``, ``gid``) that is not ASCII; anything ``None`` (the models refuse
@@ -19,6 +24,7 @@ family's (``models_qlog.py``) and the chain family's (``models_chain.py``).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from replimon.contract.models import CONFIG_OPS, DECISION_KINDS, INT64_MAX, STATUSES
@@ -82,12 +88,29 @@ _VIEW_KEYS = frozenset(("start", "event_horizon", "members"))
 _COMMAND_KEYS = frozenset(("op", "nodes", "event_horizon"))
 
 
+# The memos (module docstring): what the full check passed, each bounded (cleared when full).
+SHAPES_MAX = 1024  # key lists; a publisher uses a handful per type
+KNOWN_IDS_MAX = 1 << 16  # ids; a fleet of thousands of groups of a few nodes each
+_shapes: dict[tuple[str, ...], Callable[[dict[str, Any]], bool]] = {}
+_known_ids: set[str] = set()
+
+
 def _nonneg(x: Any) -> bool:
     return type(x) is int and 0 <= x <= INT64_MAX
 
 
 def _id(x: Any) -> bool:
-    return type(x) is str and _ID(x) is not None
+    """An id (``[A-Za-z0-9._:-]{1,128}``). The hot paths test ``x in _known_ids`` inline first."""
+    if type(x) is not str:
+        return False
+    if x in _known_ids:
+        return True
+    if _ID(x) is None:
+        return False
+    if len(_known_ids) >= KNOWN_IDS_MAX:
+        _known_ids.clear()
+    _known_ids.add(x)
+    return True
 
 
 def _text(x: Any, most: int) -> bool:
@@ -98,11 +121,15 @@ def _members(x: Any) -> bool:
     """A non-empty list of ``{id, protocol}`` naming no node twice."""
     if type(x) is not list or not x:
         return False
+    known = _known_ids
     seen = set()
     for m in x:
-        if type(m) is not dict or m.keys() != _MEMBER_KEYS or not _id(m["id"]) or not _nonneg(m["protocol"]):
+        if type(m) is not dict or m.keys() != _MEMBER_KEYS:
             return False
-        seen.add(m["id"])
+        i, p = m["id"], m["protocol"]
+        if not ((type(i) is str and i in known or _id(i)) and type(p) is int and 0 <= p <= INT64_MAX):
+            return False
+        seen.add(i)
     return len(seen) == len(x)
 
 
@@ -134,9 +161,10 @@ def _command(c: Any) -> bool:
 
 
 def _decision(e: dict[str, Any]) -> bool:
-    instance, count = e["instance"], e.get("count", 1)
-    if not (_nonneg(instance) and type(count) is int and 1 <= count <= INT64_MAX
-            and instance + count - 1 <= INT64_MAX and _id(e["proposer"])):
+    instance, count, proposer = e["instance"], e.get("count", 1), e["proposer"]
+    if not (type(instance) is int and 0 <= instance <= INT64_MAX and type(count) is int
+            and 1 <= count <= INT64_MAX and instance + count - 1 <= INT64_MAX
+            and (type(proposer) is str and proposer in _known_ids or _id(proposer))):
         return False
     kind = e["kind"]
     if type(kind) is not str or kind not in _KINDS:
@@ -150,8 +178,15 @@ def _decision(e: dict[str, Any]) -> bool:
     return "config" not in e
 
 
+def _execution(e: dict[str, Any]) -> bool:
+    x = e["executed"]
+    return type(x) is int and 0 <= x <= INT64_MAX
+
+
 def _heartbeat(e: dict[str, Any]) -> bool:
-    if not (_nonneg(e["executed"]) and _nonneg(e["decided"]) and _nonneg(e["protocol"])):
+    executed, decided, protocol = e["executed"], e["decided"], e["protocol"]
+    if not (type(executed) is int and type(decided) is int and type(protocol) is int
+            and 0 <= executed <= INT64_MAX and 0 <= decided <= INT64_MAX and 0 <= protocol <= INT64_MAX):
         return False
     status = e["status"]
     if type(status) is not str or status not in _STATUSES:
@@ -165,7 +200,7 @@ def _heartbeat(e: dict[str, Any]) -> bool:
         return False
     if "suspects" in e:
         s = e["suspects"]
-        if type(s) is not list or not all(_id(x) for x in s):
+        if type(s) is not list or (s and not all(_id(x) for x in s)):
             return False
     return "version" not in e or _text(e["version"], 64)
 
@@ -199,8 +234,15 @@ def _one_of(x: Any, values: tuple[str, ...]) -> bool:
 
 def _id_set(x: Any, nonempty: bool = False) -> bool:
     """A list of ids naming no node twice."""
-    return (type(x) is list and (bool(x) or not nonempty) and all(_id(i) for i in x)
-            and len(set(x)) == len(x))
+    if type(x) is not list:
+        return False
+    if not x:
+        return not nonempty
+    known = _known_ids
+    for i in x:
+        if not (type(i) is str and i in known or _id(i)):
+            return False
+    return len(set(x)) == len(x)
 
 
 def _generation(g: Any, keys: frozenset[str] = _GEN_KEYS, full: bool = True) -> bool:
@@ -335,7 +377,7 @@ def _chain_heartbeat(e: dict[str, Any]) -> bool:
             and _positive(e["ttl_ms"]) and _id(e["status"]))
 
 
-_BODY = {"decision": _decision, "execution": lambda e: _nonneg(e["executed"]),
+_BODY = {"decision": _decision, "execution": _execution,
          "heartbeat": _heartbeat, "config": _report, "gen.state": _gen_state,
          "gen.xact": _gen_xact, "gen.heartbeat": _gen_heartbeat, "qlog.decree": _qlog_decree,
          "qlog.passed": _qlog_passed, "qlog.recover": _qlog_recover,
@@ -349,14 +391,33 @@ def accepts(obj: Any) -> bool:
     if type(obj) is not dict:
         return False
     t = obj.get("type")
-    if type(t) is not str or t not in _KEYS:
+    if type(t) is not str:
         return False
-    if not _KEYS[t][0] <= obj.keys() or not obj.keys() <= _ALLOWED[t]:
+    body = _shapes.get((t, *obj))
+    if body is None:
+        body = _shape(t, obj)
+        if body is None:
+            return False
+    # The envelope, written out (every event passes here): the types first, so that no
+    # comparison can meet a value of another type.
+    v, group, node, ts, seq, inc = obj["v"], obj["group"], obj["node"], obj["ts_ms"], obj["seq"], obj["incarnation"]
+    if not (type(v) is int and v == 1 and type(ts) is int and type(seq) is int and type(inc) is int
+            and 0 <= ts <= INT64_MAX and 0 <= seq <= INT64_MAX and 0 <= inc <= INT64_MAX):
         return False
-    v = obj["v"]
-    if type(v) is not int or v != 1:
+    known = _known_ids
+    if not ((type(group) is str and group in known or _id(group))
+            and (type(node) is str and node in known or _id(node))):
         return False
-    if not (_id(obj["group"]) and _id(obj["node"]) and _nonneg(obj["ts_ms"]) and _nonneg(obj["seq"])
-            and _nonneg(obj["incarnation"])):
-        return False
-    return bool(_BODY[t](obj))
+    return bool(body(obj))
+
+
+def _shape(t: str, obj: dict[str, Any]) -> Callable[[dict[str, Any]], bool] | None:
+    """The body check of type ``t`` if ``obj`` has its required keys and no other than its
+    optional ones (None: it has not, or ``t`` is no type); a key list that fits is remembered."""
+    keys = _KEYS.get(t)
+    if keys is None or not keys[0] <= obj.keys() or not obj.keys() <= _ALLOWED[t]:
+        return None
+    if len(_shapes) >= SHAPES_MAX:
+        _shapes.clear()
+    body = _shapes[(t, *obj)] = _BODY[t]
+    return body

@@ -58,14 +58,13 @@ class Config:
     event_horizon: int
     members: tuple[tuple[str, int], ...]
     decided_at: int  # instance of the command that made it (the boot command for the first)
+    # Derived from ``members`` once (every evaluation asks for them; a Config never changes).
+    member_ids: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    majority: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def member_ids(self) -> tuple[str, ...]:
-        return tuple(m for m, _ in self.members)
-
-    @property
-    def majority(self) -> int:
-        return len(self.members) // 2 + 1
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "member_ids", tuple(m for m, _ in self.members))
+        object.__setattr__(self, "majority", len(self.members) // 2 + 1)
 
     @property
     def can_leave(self) -> int:

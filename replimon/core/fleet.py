@@ -55,7 +55,8 @@ class Monitor:
         # The common case first, with nothing but lookups (every event passes here): nothing
         # held, a known group, a node within the bound of another node's time. ``_screen`` takes
         # the rest with the same verdicts.
-        if not self._pending and key not in self._skewed and group in self.families:
+        skewed = self._skewed
+        if not self._pending and not (skewed and key in skewed) and group in self.families:
             top = self._ref.top
             if top and top[0][1] != key:
                 reference = top[0][0]
@@ -64,7 +65,7 @@ class Monitor:
             else:
                 return self._screen(ev, src, key)
             if reference < 0 or ev["ts_ms"] - reference <= self.limits.clock_skew_ms:
-                return self._feed(ev, src, reference)
+                return self._feed(ev, src, reference, key)
         return self._screen(ev, src, key)
 
     def _screen(self, ev: dict[str, Any], src: Src, key: tuple[str, str]) -> list[Alert]:
@@ -92,7 +93,7 @@ class Monitor:
         elif ahead or (reference is None and key not in self._ref.latest):
             self._suspect, self._pending = key, [(ev, src)]
             return out
-        out.extend(self._feed(ev, src, reference))
+        out.extend(self._feed(ev, src, reference, key))
         return out
 
     def conflict(self, ev: dict[str, Any]) -> str | None:
@@ -139,13 +140,16 @@ class Monitor:
             g = self.groups[name] = GroupMonitor(name, self.limits, self.families[name])
         return g
 
-    def _feed(self, ev: dict[str, Any], src: Src, reference: int | None, *, trusted: bool = True) -> list[Alert]:
+    def _feed(self, ev: dict[str, Any], src: Src, reference: int | None, key: tuple[str, str] | None = None,
+              *, trusted: bool = True) -> list[Alert]:
         """Feed one event to its group (``reference``: the other nodes' best time,
-        ``Reference.others``; a restamped event is not trusted and moves no reference)."""
+        ``Reference.others``; ``key``: its (group, node), if the caller has it; a restamped event
+        is not trusted and moves no reference)."""
         out: list[Alert] = []
         ts = key_ts = ev["ts_ms"]
         if trusted:
-            key = (ev["group"], ev["node"])
+            if key is None:
+                key = (ev["group"], ev["node"])
             # Within the bound too, one node leads the outside clock by at most the skew: its
             # time is only the outside clock's once another node's comes near it.
             if reference is not None and reference + self.limits.skew_ms < ts:
@@ -156,7 +160,9 @@ class Monitor:
             if self._timers and self._timers[0][0] <= key_ts:
                 out.extend(self._fire_due())
         name = ev["group"]
-        g = self._group(ev)
+        g = self.groups.get(name)
+        if g is None:
+            g = self._group(ev)
         if key_ts < ts and name in self._scheduled:
             # The event's own group sees its time at once, as before it is fed (a group that
             # resumes after a group-wide silence gets its GROUP_SILENT first, also when it is the

@@ -232,7 +232,7 @@ def _processor(ctx: Context, live: Liveness, family: FamilyRules) -> Handler:
     end the silences it ends, hand it to the family's rules. (A closure over the parts, not a
     method of the monitor: the monitor is then freed by reference counting alone, without a
     cycle through its admission, which matters when Spark builds one per group and batch.)"""
-    heard = live.heard
+    heard, note = live.heard, live.note
     handlers, other = family.handlers()
     handler = handlers.get
 
@@ -240,7 +240,7 @@ def _processor(ctx: Context, live: Liveness, family: FamilyRules) -> Handler:
         newer = ev["ts_ms"] > ns.last_ts
         if newer:
             ns.last_ts = ev["ts_ms"]
-        live.note(node, ns.last_ts)  # NODE_SILENT's time a node was heard (liveness.py)
+        note(node, ns.last_ts)  # NODE_SILENT's time a node was heard (liveness.py)
         ns.last_ev, ns.last_src = ev, src
         if ctx.open:
             heard(node, newer, ev, src)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from replimon.core.configmap import (
     EVENT_HORIZON_INVALID,
     EVENT_HORIZON_UNCHANGEABLE,
@@ -11,6 +13,7 @@ from replimon.core.configmap import (
     ConfigMap,
     Rules,
 )
+from replimon.core.rules.xcom.records import config_key, view_key, view_matches
 
 NEW, OLD = 9, 4
 
@@ -100,3 +103,26 @@ def test_refusal_does_not_change_the_map_and_prune_keeps_four() -> None:
     cmap.prune(10_000)
     assert len(cmap.configs) == 4
     assert cmap.active(10_000).event_horizon == 29
+
+
+def test_a_configs_derived_fields_follow_its_members() -> None:
+    """``member_ids`` and ``majority`` are computed once, also for a copy with other members, and
+    take no part in equality."""
+    cmap = group()
+    cfg = cmap.latest()
+    assert cfg.member_ids == ("n1", "n2", "n3") and cfg.majority == 2
+    two = replace(cfg, members=(("n1", NEW), ("n2", NEW)))
+    assert two.member_ids == ("n1", "n2") and two.majority == 2
+    assert replace(two, members=cfg.members) == cfg
+
+
+def test_view_matches_is_view_key_against_config_key() -> None:
+    """The heartbeat view check's shortcut gives what comparing the sorted keys gives."""
+    cfg = group().latest()
+    views = [{"start": s, "event_horizon": eh, "members": [{"id": i, "protocol": p} for i, p in ms]}
+             for s in (0, 1) for eh in (10, 11)
+             for ms in (cfg.members, cfg.members[::-1], cfg.members[:2], (*cfg.members, ("n1", NEW)),
+                        (("n1", NEW), ("n2", OLD), ("n3", NEW)), (("n3", NEW), ("n1", NEW), ("n2", NEW)))]
+    for view in views:
+        assert view_matches(view, cfg) == (view_key(view) == config_key(cfg)), view
+    assert sum(view_matches(v, cfg) for v in views) == 3  # start 0, horizon 10, the same members

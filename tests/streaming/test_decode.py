@@ -14,7 +14,8 @@ from replimon.producers.simulator import SimOptions, Simulator
 from replimon.producers.simulator_gen import SimOptions as GenOptions
 from replimon.producers.simulator_gen import Simulator as GenSimulator
 from replimon.streaming.decode import decode_batches
-from replimon.streaming.rows import DEAD_KEY, unpack
+from replimon.streaming.rows import DEAD_KEY, pack, unpack
+from replimon.streaming.sources.kafka.markers import truncation
 from replimon.streaming.sources.kafka.schema import ARROW_SCHEMA
 
 TOPICS = Settings().kafka.topics
@@ -67,3 +68,21 @@ def test_a_clock_far_ahead_does_not_move_its_groups_time() -> None:
     top = max(e["ts_ms"] for e in xcom)
     assert [r["event_ms"] for r in decoded(events, bound=300_000)] == [top]
     assert [r["event_ms"] for r in decoded(events)] == [ahead["ts_ms"]]  # without the bound
+
+
+def test_packed_rows_unpack_to_exactly_the_values_packed() -> None:
+    """``pack``/``unpack`` give the processor the decode stage's values as they were: tuples stay
+    tuples, dicts keep their key order, raw bytes, None and 64-bit integers come back as such."""
+    xcom, gen = sample()
+    values: list[Any] = [
+        [(TOPICS.for_event_type(e["type"]), 0, i, e) for i, e in enumerate(xcom + gen)],
+        [(TOPICS.decisions, 1, 2, b'{"v":\xff', "not UTF-8: invalid byte at position 5", None),
+         (TOPICS.heartbeats, 0, 3, None, "empty message (null value)", 1767225600000)],
+        truncation(TOPICS.decisions, 2, 10, 40),
+        2**63 - 1,
+        # what only the models accept comes as json reads it: any text, a lone surrogate too
+        [(TOPICS.heartbeats, 0, 1, {**xcom[-1], "version": "8.0 é \ud800 \U0001f600", "n": 10**40})],
+    ]
+    for value in values:
+        back = unpack(pack(value))
+        assert back == value and repr(back) == repr(value)

@@ -34,7 +34,6 @@ knows when a frontier moved and what "work pending" means for it.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from replimon.core.rules.base import Context, NodeState, Src
@@ -107,8 +106,10 @@ class Liveness:
                 ns = ctx.nodes[m] = NodeState(last_ts=ctx.clock)
             elif ns.last_ts < 0:
                 ns.last_ts = ctx.clock
+            if ctx.clock - ns.last_ts <= lim.skew_ms:  # the common case first (every evaluation)
+                continue
             cond = "silent:" + m
-            if cond in ctx.open or ctx.clock - ns.last_ts <= lim.skew_ms:
+            if cond in ctx.open:
                 continue
             last = self.last_heard(m, ns)
             since = max(last, ctx.quiet_end)
@@ -189,17 +190,18 @@ class Liveness:
     def check_quorum(self, members: tuple[str, ...], majority: int) -> None:
         ctx = self.ctx
         nodes = ctx.nodes
-        votes: Counter[str] = Counter()
+        votes: dict[str, int] = {}  # suspicions of each node by members (every evaluation: no Counter)
         for m in members:
-            votes.update(nodes[m].suspects)
-        trusted = [m for m in members if votes[m] < majority]
+            for s in nodes[m].suspects:
+                votes[s] = votes.get(s, 0) + 1
+        trusted = [m for m in members if votes.get(m, 0) < majority] if votes else list(members)
         # For QUORUM_LOST a member NODE_SILENT judges silent is not live either: when two of three
         # members crash, only the survivor is left to suspect them, so a majority of suspecters
         # never forms and suspicions alone would never say the quorum is lost. One silent member
         # alone has its own alert (NODE_SILENT) and is not counted for AT_RISK, which would
         # otherwise double every single publisher outage (docs/rules.md, "QUORUM_LOST").
         open_ = ctx.open
-        silent = [m for m in trusted if "silent:" + m in open_]
+        silent = [m for m in trusted if "silent:" + m in open_] if open_ else []
         live = [m for m in trusted if "silent:" + m not in open_] if silent else trusted
         state = "ok"
         if len(live) < majority:
@@ -215,7 +217,7 @@ class Liveness:
                             f"({len(live)} of {len(members)} members live).", ctx.clock)
             self.quorum = (state, ctx.clock)
         elif state != "ok" and ctx.watermark >= since and "quorum" not in ctx.open:
-            suspected = sorted(m for m in members if votes[m] >= majority)
+            suspected = sorted(m for m in members if votes.get(m, 0) >= majority)
             evidence = [ctx.ref(ns.last_ev, ns.last_src) for m in members
                         if (ns := nodes[m]).last_ev is not None and (ns.suspects or m in silent)]
             quiet = f"; silent: {', '.join(sorted(silent))}" if silent else ""

@@ -55,6 +55,7 @@ from replimon.core.rules.xcom.records import (
     reported_config,
     show,
     view_key,
+    view_matches,
 )
 
 RULE_KIND = {
@@ -325,11 +326,10 @@ class ConfigRules:
     def check_view(self, node: str, ev: dict[str, Any], view: dict[str, Any], src: Src, decided: int) -> None:
         """A heartbeat's view against the map's configuration for the node's position
         (``decided``: the group's contiguous decided frontier)."""
-        got = view_key(view)
         ctx = self.ctx
         if not self.cmap.configs:
             if ctx.history != COMPLETE:
-                self._learn(reported_config(got, view["members"], -1))
+                self._learn(reported_config(view_key(view), view["members"], -1))
             return
         e = ev["executed"]
         if e > decided or (self.held_reports and e >= min(self.held_reports)):
@@ -340,8 +340,9 @@ class ConfigRules:
         expect = self.cmap.active_known(e + 1, e)
         if expect is None or self.cmap.configs[0].start > e + 1:
             return
-        if config_key(expect) == got:
+        if view_matches(view, expect):
             return
+        got = view_key(view)
         known = any(x.start == got[1] for x in self.cmap.configs)
         if not self.trusted or (ctx.history != COMPLETE and not known):
             if not known:

@@ -251,8 +251,9 @@ class XComRules:
         ctx = self.ctx
         # Live members only: a member that went silent (crashed, never removed) must not pin
         # every decision value in memory until it comes back.
+        open_ = ctx.open
         known = [ctx.nodes[m].executed for m in members
-                 if ctx.nodes[m].executed >= 0 and ("silent:" + m) not in ctx.open]
+                 if ctx.nodes[m].executed >= 0 and not (open_ and ("silent:" + m) in open_)]
         if len(known) < (len(members) // 2 + 1):
             return
         floor = min(known)

@@ -53,6 +53,15 @@ def view_key(view: dict[str, Any]) -> tuple[Any, ...]:
             members_key((m["id"], m["protocol"]) for m in view["members"]))
 
 
+def view_matches(view: dict[str, Any], cfg: Config) -> bool:
+    """``view_key(view) == config_key(cfg)``, without sorting when the view lists the members in
+    the configuration's order, as nodes do (every heartbeat asks)."""
+    if view["start"] != cfg.start or view["event_horizon"] != cfg.event_horizon:
+        return False
+    members = tuple((m["id"], m["protocol"]) for m in view["members"])
+    return members == cfg.members or members_key(members) == members_key(cfg.members)
+
+
 def config_key(cfg: Config | None) -> tuple[Any, ...]:
     """A configuration of the map as a comparable value (None: a refusal)."""
     if cfg is None:
