@@ -1,11 +1,13 @@
 """A long ``replimon demo`` with faults of every family through the run: is every fault detected
-once, is nothing else raised, does the job's memory stay flat?
+once, is nothing else raised, does the job's memory stay flat, does it keep up?
 
 Run from the repository root with the project's interpreter::
 
     .venv/bin/python bench/demo_soak.py                   # 20 minutes of demo (issue 16 item 5)
     .venv/bin/python bench/demo_soak.py --minutes 4       # a shorter look, same verdicts
-    .venv/bin/python bench/demo_soak.py --offline         # seconds: the same fleet through the core only
+    .venv/bin/python bench/demo_soak.py --offline         # minutes: the same fleet through the core only
+    .venv/bin/python bench/demo_soak.py --groups 1000 --rate 10000                        # the rate mode
+    .venv/bin/python bench/demo_soak.py --groups 1000 --rate-from bench/results/pipeline.json
 
 The fleet is the demo's mixed fleet of the four families, sized so that every entry of every
 family's fault catalogue (docs/simulator.md: the faults and their legal near misses) gets a group
@@ -30,8 +32,32 @@ warning or critical alert anywhere is a false alert; info alerts (configurations
 elections, views) are counted, never judged. Memory: the medians of the samples of the first
 minute after ``--first`` and of the last minute, and their ratio.
 
-Output: a table on stdout and JSON (``--out``, default ``bench/results/demo_soak.json``) with the
-machine (``bench/machine.py``), the plan, every fault's detections, the samples.
+**The rate mode** (issue 17 item 6: the soak at the pipeline benchmark's scale and rate):
+``--groups G`` with ``--rate R`` (events/s) or ``--rate-from`` a ``bench/pipeline.py`` result
+(the highest rate kept up at G groups there, with that run's nodes, trigger and families; none
+kept up: it says so and stops). The fleet is G groups of ``--nodes`` (default 5) of
+``--families`` (default ``xcom``, as ``bench/pipeline.py``), split evenly over the families;
+each family's catalogue entries (faults and near misses; ``--skip`` leaves some out) are spread
+over its groups, one entry a group, injected one after another from ``--first`` to ``--tail``
+before the end as above, and every other group is clean. Each family's rate option (XCom
+``decisions_per_s``, ...) is calibrated as ``bench/pipeline.py`` calibrates its traces
+(``bench/traces.py``'s ``calibrate``: short clean simulations, bisection) so that every group
+emits about R / G events/s, at the demo's 100 ms tick; the job runs with the trigger given
+(``--trigger``, or the result's). At 1,000 groups a few thousand events/s is a few events a
+second a group, most of them heartbeats: faults that need the group to decide (XCom
+``executor_lag`` waits for a lag of 1,000 instances, ``horizon_wedge`` for the horizon to fill in
+20 s) cannot act at that rate; ``--offline`` shows which entries the core misses for a given
+fleet, and a live miss the offline pass shares is marked "(offline too)". ``--offline`` also runs
+the simulators alone, unpaced, each event encoded as the publisher does, and reports the CPU they
+take per simulated minute: the share of a core pacing them in real time takes in the driver
+(which also runs the job's ``foreachBatch``). The live run adds **kept up?** (``kept_up``: over
+the batches after ``--first``, published vs processed events/s, Spark's input vs processed rows/s,
+batch duration vs the trigger, the first vs the last minute's batches, the events published but
+not read when the run ended) and the driver's CPU; exit status 1 when it did not keep up, too.
+
+Output: tables on stdout and JSON (``--out``, default ``bench/results/demo_soak.json``, the rate
+mode ``bench/results/demo_soak_rate.json``) with the machine (``bench/machine.py``), the plan,
+every fault's detections, the samples and every batch's progress.
 """
 
 from __future__ import annotations
@@ -47,26 +73,39 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from fleets import BY_NAME, split  # bench/fleets.py
 from machine import machine  # bench/machine.py (the scripts run from bench/)
 from report import render_tables  # bench/report.py
-from stats import log
+from stats import fmt, log, spread
 
 from replimon.config import load_settings
 from replimon.demo import DemoPlan, plan_demo, run_demo
-from replimon.demo_fleet import FAMILIES, family_of
+from replimon.demo_fleet import FAMILIES, Family, family_of, parse_families
+from replimon.kafka import offsets_total
 from replimon.producers.fleet_run import Injection
 
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = BENCH_DIR / "results" / "demo_soak.json"
+DEFAULT_RATE_OUT = BENCH_DIR / "results" / "demo_soak_rate.json"
+DEMO_TICK_MS = 100  # the demo's simulators tick every 100 ms (replimon.demo_fleet.DemoFleet)
 IMPLIED: dict[str, frozenset[str]] = {k: v for f in FAMILIES for k, v in getattr(f.sim, "IMPLIED", {}).items()}
 
 
 # -- the plan ------------------------------------------------------------------------------------
-def injections(first_s: float, last_s: float, clean: int) -> tuple[list[str], dict[str, int]]:
+def injections(first_s: float, last_s: float, clean: int, families: Iterable[Family] = FAMILIES,
+               groups: dict[str, int] | None = None, skip: Iterable[str] = ()) -> tuple[list[str], dict[str, int]]:
     """Every catalogue entry of every family in a group of its own, the families in turn, evenly
-    over [first_s, last_s]; and each family's group count (its entries + ``clean``)."""
-    queues = {f.name: [(f, name) for name in sorted(f.sim.CATALOGUE)] for f in FAMILIES}
-    counts = {name: len(q) + clean for name, q in queues.items()}
+    over [first_s, last_s]; and each family's group count. Without ``groups``, a family has its
+    entries + ``clean`` groups, the entries in its first groups; with ``groups`` (the rate mode's
+    fleet: a count per family) the entries are spread evenly over the family's groups and the
+    others are clean. ``skip``: entries left out."""
+    queues = {f.name: [(f, name) for name in sorted(f.sim.CATALOGUE) if name not in skip] for f in families}
+    counts = dict(groups) if groups else {name: len(q) + clean for name, q in queues.items()}
+    sizes = {name: len(q) for name, q in queues.items()}
+    short = [name for name, q in queues.items() if counts[name] < len(q)]
+    if short:
+        raise ValueError(f"{short[0]}: {counts[short[0]]} groups for {len(queues[short[0]])} catalogue entries "
+                         "(each needs a group of its own): use more groups")
     order: list[tuple[Any, str]] = []
     while any(queues.values()):
         for q in queues.values():
@@ -76,8 +115,10 @@ def injections(first_s: float, last_s: float, clean: int) -> tuple[list[str], di
     out = []
     step = (last_s - first_s) / max(1, len(order) - 1)
     for i, (fam, fault) in enumerate(order):
+        k = used[fam.name]
         used[fam.name] += 1
-        group = fam.names(used[fam.name])[-1]
+        index = 1 + k * counts[fam.name] // sizes[fam.name] if groups else k + 1
+        group = fam.names(index)[-1]
         out.append(f"{fault}:{group}@{first_s + i * step:.0f}s")
     return out, counts
 
@@ -86,12 +127,59 @@ def expected(inj: Injection) -> str | None:
     return family_of(inj).sim.CATALOGUE[inj.fault].alert
 
 
-def command_line(plan: DemoPlan, texts: list[str], minutes: float) -> str:
+def command_line(plan: DemoPlan, texts: list[str], minutes: float, env: dict[str, str] | None = None) -> str:
+    """The ``replimon demo`` command line of the plan; ``env``: settings as environment variables
+    before it. A rate option of a family other than XCom has no flag or setting of
+    ``replimon demo``: it is named in a comment after the line."""
     c = plan.choice
-    parts = ["replimon demo --plain", f"--duration {minutes:g}m", f"--groups {c.groups}",
-             f"--gen-groups {c.gen_groups}", f"--qlog-groups {c.qlog_groups}",
-             f"--chain-groups {c.chain_groups}"]
-    return " ".join(parts + [f"-i {t}" for t in texts])
+    parts = [f"{k}={v}" for k, v in (env or {}).items()]
+    parts += ["replimon demo --plain", f"--duration {minutes:g}m", f"--families {','.join(c.families)}",
+              f"--nodes {c.nodes}", f"--groups {c.groups}", f"--gen-groups {c.gen_groups}",
+              f"--qlog-groups {c.qlog_groups}", f"--chain-groups {c.chain_groups}"]
+    others = [f"{fam} {BY_NAME[fam].knob}={rate:.4g}" for fam, rate in c.rates if fam != "xcom"]
+    note = [f"# and {', '.join(others)} (no flag of replimon demo)"] if others else []
+    return " ".join(parts + [f"-i {t}" for t in texts] + note)
+
+
+# -- the rate mode: a fleet that publishes about R events/s --------------------------------------
+def rate_from(path: Path, groups: int) -> dict[str, Any]:
+    """The highest rate kept up at ``groups`` groups in a ``bench/pipeline.py`` result, with that
+    run's nodes, trigger and families; SystemExit (one line) when it has none."""
+    data = json.loads(path.read_text())
+    st = data.get("settings", {})
+    per = next((g for g in data.get("groups", []) if g.get("groups") == groups), None)
+    if per is None:
+        have = ", ".join(str(g.get("groups")) for g in data.get("groups", [])) or "none"
+        raise SystemExit(f"--rate-from {path}: no run at {groups} groups (group counts: {have}); give --rate")
+    best = per.get("highest_kept_up")
+    if not best:
+        tried = "; ".join(
+            f"{s['summary']['published_events_per_s']:,} events/s: batch median {fmt(s['summary']['batch_ms_median'])} ms"
+            for s in per.get("sustained", []) if s.get("summary"))
+        raise SystemExit(f"--rate-from {path}: no rate was kept up at {groups} groups "
+                         f"(trigger {st.get('trigger_s')} s; {tried or 'no sustained run'}); give --rate")
+    return {"events_per_s": best["published_events_per_s"], "nodes": st.get("nodes"),
+            "trigger_s": st.get("trigger_s"), "families": ",".join(st.get("families") or ["xcom"]),
+            "source": str(path), "summary": best}
+
+
+def fleet_rates(families: Iterable[Family], counts: dict[str, int], nodes: int, rate: float,
+                seed: int) -> dict[str, float]:
+    """Each family's rate option such that every group emits about ``rate / groups`` events/s
+    (``bench/traces.py``'s ``calibrate``, as ``bench/pipeline.py`` sets its traces' rates), at the
+    demo's 100 ms tick; SystemExit when that tick cannot reach it."""
+    from traces import calibrate  # bench/traces.py
+
+    total = sum(counts.values())
+    out = {}
+    for fam in families:
+        n = counts[fam.name]
+        tick, knob = calibrate(n, nodes, rate * n / total, seed, BY_NAME[fam.name])
+        if tick != DEMO_TICK_MS:
+            raise SystemExit(f"{rate:,.0f} events/s over {total} groups needs a {tick} ms tick for {fam.name}; "
+                             f"the demo's simulators tick every {DEMO_TICK_MS} ms: use more groups")
+        out[fam.name] = round(knob, 4)
+    return out
 
 
 # -- verdicts ------------------------------------------------------------------------------------
@@ -142,6 +230,31 @@ def offline(settings: Any, plan: DemoPlan) -> dict[str, Any]:
     return verdict(plan, alerts) | {"events": fleet.events}
 
 
+def simulators_cpu(settings: Any, plan: DemoPlan) -> dict[str, Any]:
+    """The plan's simulators alone, unpaced, each event encoded as ``Publisher.send`` encodes it
+    (``encode_event``; not librdkafka's produce): CPU seconds of this process per simulated
+    minute. A minute's ``cores`` is the share of a core that pacing the fleet in real time takes
+    in ``run_demo``'s driver, where the job's ``foreachBatch`` runs too."""
+    from replimon.producers.publisher import encode_event
+
+    fleet = plan.fleet(settings, int(time.time() * 1000))
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    fleet.attach(encode_event)
+    minutes: list[dict[str, Any]] = []
+    last_cpu, last_events, last_t = cpu0, 0, 0
+    while fleet.t < plan.duration_ms:
+        fleet.step()
+        if fleet.t - last_t >= 60_000 or fleet.t >= plan.duration_ms:
+            cpu, events = time.process_time(), fleet.events
+            sim_s = (fleet.t - last_t) / 1000
+            minutes.append({"until_s": fleet.t // 1000, "cpu_s": round(cpu - last_cpu, 2), "events": events - last_events,
+                            "events_per_s": round((events - last_events) / sim_s), "cores": round((cpu - last_cpu) / sim_s, 3)})
+            last_cpu, last_events, last_t = cpu, events, fleet.t
+    cpu = time.process_time() - cpu0
+    return {"simulated_s": fleet.t / 1000, "cpu_s": round(cpu, 1), "wall_s": round(time.perf_counter() - wall0, 1),
+            "events": fleet.events, "cores": round(cpu / (fleet.t / 1000), 3), "minutes": minutes}
+
+
 # -- the live run's samples ----------------------------------------------------------------------
 def _rss_kb(pid: int) -> int:
     try:
@@ -169,15 +282,44 @@ class Sampler:
         self.began = time.monotonic()
         self.stop = threading.Event()
         self.job: Any = None
+        self.progress: list[dict[str, Any]] = []  # every micro-batch's progress, in short
+        self._seen: set[tuple[Any, Any]] = set()
+        self.began_wall = time.time()
 
     def attach(self, job: Any) -> None:
         self.job = job
         self.began = time.monotonic()
+        self.began_wall = time.time()
         threading.Thread(target=self._loop, name="soak-sampler", daemon=True).start()
+
+    def collect(self) -> None:
+        """The query's progress reports not seen yet (Spark keeps the last 100: read every
+        ``every`` s, and once more after the run): start (s since ``attach``), trigger duration,
+        input rows, Spark's input and processed rates, and the consumer lag after the batch (the
+        source's latest offsets, ``reportLatestOffset``, minus the batch's end offsets)."""
+        from datetime import datetime
+
+        for p in self.job.query.recentProgress:
+            key = (p.get("batchId"), p.get("timestamp"))
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            lag = None
+            for src in p.get("sources") or []:
+                latest, end = offsets_total(src.get("latestOffset")), offsets_total(src.get("endOffset"))
+                if latest is not None and end is not None:
+                    lag = (lag or 0) + max(0, latest - end)
+            start = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+            self.progress.append({
+                "batch": p.get("batchId"), "t_s": round(start - self.began_wall, 1),
+                "ms": (p.get("durationMs") or {}).get("triggerExecution"), "rows": p.get("numInputRows") or 0,
+                "input_rps": round(p.get("inputRowsPerSecond") or 0), "processed_rps": round(p.get("processedRowsPerSecond") or 0),
+                "lag": lag})
 
     def _loop(self) -> None:
         last = self.meter.sample()
         while not self.stop.wait(self.every):
+            self.collect()
             now = self.meter.sample()
             cores = self.meter.between(last, now)["cores"]
             last = now
@@ -226,17 +368,65 @@ def flatness(samples: list[dict[str, Any]], first_s: float, window_s: float = 60
     return out
 
 
+def kept_up(progress: list[dict[str, Any]], trigger_s: float, first_s: float, published: int,
+            seconds: float) -> dict[str, Any]:
+    """Did the job keep up with a fleet that published ``published`` events over ``seconds``?
+    Over the batches that start after ``first_s`` (the warm-up), as ``bench/pipeline.py`` judges a
+    sustained run: the processed rate (their input rows / the time they span) >= 95% of the
+    published rate; the median and p90 batch duration within the trigger; and the lag at the end,
+    the events published that the job had not read when the fleet's run ended and the job was
+    stopped (published - every batch's input rows), at most one p90 batch and one trigger's worth
+    (what arrives while a batch runs waits for the next). Besides: Spark's input and processed
+    rates (median per batch), the first and last minute's median batch duration and rows (a job
+    falling behind takes ever bigger batches), and the source's lag after a batch (its latest
+    offsets minus the batch's end: above 0 only when a batch stopped at
+    ``max_offsets_per_trigger``)."""
+    window = [p for p in progress if p["t_s"] >= first_s and p["rows"]]
+    if not window:
+        return {"keeps_up": False, "batches": 0}
+    rate = published / seconds if seconds else 0.0
+    span = window[-1]["t_s"] + (window[-1]["ms"] or 0) / 1000 - window[0]["t_s"]
+    processed = sum(p["rows"] for p in window) / span if span > 0 else 0.0
+    bms = spread([p["ms"] or 0 for p in window], 0)
+    lag_end = max(0, published - sum(p["rows"] for p in progress))
+    lag_end_s = lag_end / rate if rate else None
+    lags = [p["lag"] for p in window if p["lag"] is not None]
+    head = [p for p in window if p["t_s"] < window[0]["t_s"] + 60]
+    tail = [p for p in window if p["t_s"] > window[-1]["t_s"] - 60]
+
+    def minute(ps: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"batch_ms": statistics.median(p["ms"] or 0 for p in ps), "rows": statistics.median(p["rows"] for p in ps)}
+
+    criteria = {
+        "rate_matched": processed >= 0.95 * rate,
+        "batch_ms_within_trigger": bms["median"] <= trigger_s * 1000 and bms["p90"] <= trigger_s * 1000,
+        "lag_end_bounded": lag_end_s is not None and lag_end_s <= bms["p90"] / 1000 + trigger_s,
+    }
+    return {"trigger_s": trigger_s, "batches": len(window), "window_s": round(span, 1),
+            "published_events_per_s": round(rate), "processed_events_per_s": round(processed),
+            "input_rps_median": statistics.median(p["input_rps"] for p in window),
+            "processed_rps_median": statistics.median(p["processed_rps"] for p in window),
+            "batch_ms": bms, "batch_rows": spread([p["rows"] for p in window], 0),
+            "first_minute": minute(head), "last_minute": minute(tail),
+            "lag_end_events": lag_end, "lag_end_s": None if lag_end_s is None else round(lag_end_s, 2),
+            "source_lag_max": max(lags, default=None),
+            "criteria": criteria, "keeps_up": all(criteria.values())}
+
+
 # -- output --------------------------------------------------------------------------------------
 def tables(result: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
     out = []
+    offline_missed = {(f["fault"], f["group"]) for f in (result.get("offline") or {}).get("missed_or_repeated", [])}
     for name in ("offline", "live"):
         v = result.get(name)
         if not v:
             continue
+        also = offline_missed if name == "live" else set()
         rows = [["faults detected once", f"{v['detected']} of {v['expected']}"],
                 ["near misses (must be silent)", str(v["near_misses"])],
                 ["alerts a fault raised: faults", ", ".join(f"{k}: {n}" for k, n in sorted(v["alerts_per_fault"].items()))],
                 ["missed or repeated", ", ".join(f"{f['fault']}:{f['group']} {f['alerts']} repeated {len(f['repeated'])}"
+                                                 + (" (offline too)" if (f["fault"], f["group"]) in also else "")
                                                  for f in v["missed_or_repeated"]) or "none"],
                 ["false alerts", ", ".join(f"{a['group']}:{a['kind']}" for a in v["false_alerts"][:10])
                  + (f" (+{len(v['false_alerts']) - 10})" if len(v["false_alerts"]) > 10 else "") or "none"],
@@ -245,7 +435,33 @@ def tables(result: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
             rows += [["events published", f"{result['run']['delivered']:,} ({result['run']['failed']} failed)"],
                      ["micro-batches", f"{result['run']['batches']:,}"],
                      ["dead letters", str(result["run"]["dead_letters"])]]
-        out.append((f"demo soak, {name}", ["", ""], rows))
+        out.append((f"demo soak{result.get('title', '')}, {name}", ["", ""], rows))
+    sims = result.get("simulators")
+    if sims:
+        mins = sims["minutes"]
+        out.append(("the simulators alone (unpaced, events encoded; the driver paces them in real time)", ["", ""], [
+            ["simulated / CPU / wall", f"{sims['simulated_s']:,.0f} s / {sims['cpu_s']:,.1f} s / {sims['wall_s']:,.1f} s"],
+            ["events", f"{sims['events']:,} ({sims['events'] / sims['simulated_s']:,.0f}/s)"],
+            ["cores to pace them: whole run", f"{sims['cores']:.3f}"],
+            ["cores: first minute, last minute", f"{mins[0]['cores']:.3f}, {mins[-1]['cores']:.3f}"]]))
+    k = result.get("kept_up")
+    if k and k.get("batches"):
+        c, b, run = k["criteria"], k["batch_ms"], result["run"]
+        yes = {True: "yes", False: "NO"}
+        out.append((f"kept up? batches after the first {result['first_s']:g} s", ["", ""], [
+            ["published / processed events/s", f"{k['published_events_per_s']:,} / {k['processed_events_per_s']:,} "
+                                                f"(>= 95%: {yes[c['rate_matched']]})"],
+            ["Spark input / processed rows/s (median)", f"{k['input_rps_median']:,.0f} / {k['processed_rps_median']:,.0f}"],
+            ["batch ms median / p90 / max (trigger)", f"{b['median']:,.0f} / {b['p90']:,.0f} / {b['max']:,.0f} "
+                                                      f"({k['trigger_s'] * 1000:,.0f}: {yes[c['batch_ms_within_trigger']]})"],
+            ["batch ms, rows: first minute -> last", f"{k['first_minute']['batch_ms']:,.0f}, {k['first_minute']['rows']:,.0f} -> "
+                                                     f"{k['last_minute']['batch_ms']:,.0f}, {k['last_minute']['rows']:,.0f}"],
+            ["lag at the end (published, not read)", f"{k['lag_end_events']:,} events, {fmt(k['lag_end_s'], 1)} s "
+                                                     f"(<= p90 batch + trigger: {yes[c['lag_end_bounded']]})"],
+            ["source lag after a batch, max", fmt(k["source_lag_max"])],
+            ["driver cores (median of samples)", fmt(run.get("driver_cores_median"), 2)],
+            ["the fleet's run: simulated / wall", f"{run['simulated_s']:,.0f} s / {run['fleet_wall_s']:,.0f} s"],
+            ["keeps up", yes[k["keeps_up"]]]]))
     flat = result.get("memory")
     if flat:
         out.append(("memory and state: first minute after the first fault vs last minute (medians)",
@@ -261,27 +477,84 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--first", type=float, default=60.0, help="seconds before the first fault (default 60)")
     ap.add_argument("--tail", type=float, default=240.0,
                     help="seconds between the last fault and the end (default 240: the slowest fires after ~150 s)")
-    ap.add_argument("--clean", type=int, default=2, help="clean groups per family (default 2)")
+    ap.add_argument("--clean", type=int, default=2, help="clean groups per family (default 2; not in the rate mode)")
+    ap.add_argument("--groups", type=int, default=None,
+                    help="the rate mode: this many groups (e.g. 1000), split evenly over --families, the "
+                         "catalogue entries spread over them, at --rate or --rate-from")
+    ap.add_argument("--rate", type=float, default=None, help="the rate mode: events/s the whole fleet publishes")
+    ap.add_argument("--rate-from", type=Path, default=None,
+                    help="the rate mode: the highest rate kept up at --groups in a bench/pipeline.py result "
+                         "(e.g. bench/results/pipeline.json), with its nodes, trigger and families")
+    ap.add_argument("--nodes", type=int, default=None, help="nodes per group (default 3; the rate mode 5)")
+    ap.add_argument("--families", default=None,
+                    help="the rate mode's families (default xcom, or --rate-from's; the catalogue mode has all four)")
+    ap.add_argument("--skip", default="",
+                    help="catalogue entries left out, e.g. executor_lag,horizon_wedge: faults that cannot act "
+                         "at the fleet's rate per group (--offline says which the core misses)")
+    ap.add_argument("--trigger", type=float, default=None,
+                    help="the job's trigger in s (default --rate-from's, else streaming.trigger_interval_s)")
     ap.add_argument("--sample-every", type=float, default=10.0, help="seconds between memory samples")
-    ap.add_argument("--offline", action="store_true", help="only the fleet through the core, in event time")
+    ap.add_argument("--offline", action="store_true",
+                    help="only the fleet through the core in event time, and the simulators' CPU alone")
     ap.add_argument("--linger-ms", type=int, default=200,
                     help="the fleet publisher's linger (default 200; 0: the settings', 5 ms): the embedded "
                          "broker's fetch cost grows with a partition's record batches (docs/demo.md, "
                          "\"Long runs on the embedded broker\"); at 50 ms the job fell behind after ~11 minutes")
     ap.add_argument("--live-only", action="store_true", help="skip the offline pass after the live run")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--out", type=Path, default=None,
+                    help=f"default {DEFAULT_OUT.relative_to(BENCH_DIR.parent)}, "
+                         f"the rate mode {DEFAULT_RATE_OUT.relative_to(BENCH_DIR.parent)}")
     args = ap.parse_args(argv)
-    settings = load_settings() if not args.linger_ms else load_settings(
-        kafka={"producer": {"linger_ms": args.linger_ms}})
+    rated = args.groups is not None
+    if rated == (args.rate is None and args.rate_from is None) or (args.rate is not None and args.rate_from is not None):
+        ap.error("the rate mode takes --groups and one of --rate, --rate-from; the catalogue mode none of them")
+    source = rate_from(args.rate_from, args.groups) if args.rate_from else {}
+    rate = args.rate or source.get("events_per_s")
+    nodes = args.nodes or source.get("nodes") or (5 if rated else 3)
+    trigger = args.trigger or source.get("trigger_s")
+    overrides: dict[str, Any] = {}
+    env: dict[str, str] = {}
+    if args.linger_ms:
+        overrides["kafka"] = {"producer": {"linger_ms": args.linger_ms}}
+        env["REPLIMON_KAFKA__PRODUCER__LINGER_MS"] = str(args.linger_ms)
+    if trigger:
+        overrides["streaming"] = {"trigger_interval_s": trigger}
+        env["REPLIMON_STREAMING__TRIGGER_INTERVAL_S"] = f"{trigger:g}"
+    settings = load_settings(**overrides)
+    trigger = settings.streaming.trigger_interval_s
     last = args.minutes * 60 - args.tail
     if last <= args.first:
         ap.error(f"--minutes {args.minutes:g} leaves no time for faults between --first and --tail")
-    texts, counts = injections(args.first, last, args.clean)
-    plan = plan_demo(settings, families="xcom,gen,qlog,chain", groups=counts["xcom"], gen_groups=counts["gen"],
-                     qlog_groups=counts["qlog"], chain_groups=counts["chain"], nodes=3,
-                     duration=f"{args.minutes * 60:.0f}s", inject=texts)
+    rates: dict[str, float] = {}
+    skip = {t.strip() for t in args.skip.split(",") if t.strip()}
+    unknown = sorted(skip - {name for f in FAMILIES for name in f.sim.CATALOGUE})
+    if unknown:
+        ap.error(f"--skip {unknown[0]}: not a catalogue entry")
+    try:
+        if rated:
+            names = parse_families(args.families or source.get("families") or "xcom")
+            fams = [f for f in FAMILIES if f.name in names]
+            counts = dict(zip(names, split(args.groups, len(names)), strict=True))
+            texts, counts = injections(args.first, last, 0, fams, counts, skip)
+            log(f"calibrating the simulators' rates for {rate:,.0f} events/s over {args.groups} groups of {nodes} ...")
+            rates = fleet_rates(fams, counts, nodes, rate, settings.simulator.seed)
+            if "xcom" in rates:
+                env["REPLIMON_SIMULATOR__DECISIONS_PER_S"] = f"{rates['xcom']:g}"
+        else:
+            texts, counts = injections(args.first, last, args.clean, skip=skip)
+    except ValueError as exc:
+        ap.error(str(exc))
+    plan = plan_demo(settings, families=",".join(counts), groups=counts.get("xcom", 1),
+                     gen_groups=counts.get("gen", 1), qlog_groups=counts.get("qlog", 1),
+                     chain_groups=counts.get("chain", 1), nodes=nodes,
+                     duration=f"{args.minutes * 60:.0f}s", inject=texts, rates=rates)
     result: dict[str, Any] = {"machine": machine(), "args": {k: str(v) for k, v in vars(args).items()},
-                              "groups": counts, "command": command_line(plan, texts, args.minutes)}
+                              "mode": "rate" if rated else "catalogue", "groups": counts, "nodes": nodes,
+                              "trigger_s": trigger, "first_s": args.first, "skipped": sorted(skip),
+                              "command": command_line(plan, texts, args.minutes, env)}
+    if rated:
+        result |= {"title": f" at {rate:,.0f} events/s ({sum(counts.values())} groups of {nodes})",
+                   "target_events_per_s": rate, "rate_options": rates, "rate_from": source or None}
     log(f"{len(texts)} catalogue entries over {sum(counts.values())} groups; the same as:\n  {result['command']}")
     if not args.offline:
         alerts: list[dict[str, Any]] = []
@@ -296,22 +569,38 @@ def main(argv: list[str] | None = None) -> int:
         sampler = Sampler(args.sample_every)
         run = run_demo(settings, plan, plain=True, console=Console(file=sys.stderr), observers=[collect],
                        on_job=sampler.attach)
+        fleet_wall = time.monotonic() - sampler.began
         sampler.stop.set()
+        try:
+            sampler.collect()  # the last batches' progress (the query has stopped; its reports stay)
+        except Exception as exc:  # noqa: BLE001 - a report, not the verdict
+            log(f"the last progress reports: {exc}")
+        driver = [s["cores"].get("driver", 0.0) for s in sampler.samples if s["t_s"] >= args.first]
         result["run"] = {"events": run["events"], "delivered": run["delivered"], "failed": run["failed"],
-                         "batches": run["batches"], "dead_letters": dead[0]}
+                         "batches": run["batches"], "dead_letters": dead[0], "simulated_s": plan.duration_ms / 1000,
+                         "fleet_wall_s": round(fleet_wall, 1),
+                         "driver_cores_median": round(statistics.median(driver), 3) if driver else None}
         result["live"] = verdict(plan, alerts)
+        result["kept_up"] = kept_up(sampler.progress, trigger, args.first, run["delivered"], plan.duration_ms / 1000)
         result["memory"] = flatness(sampler.samples, args.first)
         result["samples"] = sampler.samples
+        result["progress"] = sampler.progress
     if args.offline or not args.live_only:
+        if args.offline:
+            log("the simulators alone, unpaced ...")
+            result["simulators"] = simulators_cpu(settings, plan)
         log("offline: the fleet through the core in event time ...")
         result["offline"] = offline(settings, plan)
     result["load_average_at_end"] = machine()["load_average_at_start_1_5_15"]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    out = args.out or (DEFAULT_RATE_OUT if rated else DEFAULT_OUT)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1, default=str) + "\n")
     render_tables(tables(result))
-    log(f"wrote {args.out}")
+    log(f"wrote {out}")
     bad = [v for v in (result.get("offline"), result.get("live")) if v and (v["missed_or_repeated"] or v["false_alerts"])]
-    return 1 if bad else 0
+    dead = result.get("run", {}).get("dead_letters", 0)
+    behind = rated and "kept_up" in result and not result["kept_up"]["keeps_up"]
+    return 1 if bad or dead or behind else 0
 
 
 if __name__ == "__main__":

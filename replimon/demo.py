@@ -10,7 +10,7 @@ stops the job, and stops everything.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,13 +48,15 @@ class DemoPlan:
 
 def plan_demo(settings: Settings, *, families: str, groups: int, gen_groups: int, nodes: int,
               duration: str, inject: list[str] | None, qlog_groups: int = DEFAULT_QLOG_GROUPS,
-              chain_groups: int = DEFAULT_CHAIN_GROUPS) -> DemoPlan:
+              chain_groups: int = DEFAULT_CHAIN_GROUPS, rates: Mapping[str, float] | None = None) -> DemoPlan:
     """The demo the flags ask for; ValueError (one line) for a bad flag: an unknown family, fault
     or group, a fault at or after the end of the run, too few nodes for a family. The fleet is
-    built once here to check it, before anything is started."""
+    built once here to check it, before anything is started. ``rates``: a family's rate option
+    per group where it is not the settings' (``FleetChoice.rates``; ``bench/demo_soak.py``)."""
     duration_ms = parse_duration_ms(duration)
     choice = FleetChoice(parse_families(families), groups=groups, gen_groups=gen_groups,
-                         qlog_groups=qlog_groups, nodes=nodes, chain_groups=chain_groups)
+                         qlog_groups=qlog_groups, nodes=nodes, chain_groups=chain_groups,
+                         rates=tuple(sorted((rates or {}).items())))
     if inject is None:  # the defaults are spread over a long demo; a short one keeps the early ones
         injections = [i for i in choice.default_injections() if duration_ms <= 0 or i.at_ms < duration_ms]
     else:

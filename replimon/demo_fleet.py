@@ -115,7 +115,10 @@ def parse_injection(text: str) -> Injection:
 
 @dataclass(frozen=True)
 class FleetChoice:
-    """What the flags ask for: the families, each one's group count, the nodes per group."""
+    """What the flags ask for: the families, each one's group count, the nodes per group, and
+    (``bench/demo_soak.py``'s rate mode, no flag of ``replimon demo``) a family's rate option where
+    it is not the settings' (``console.sim_options``' ``rate``: XCom decisions, generations
+    transactions, quorum-log decrees, chain writes, per second per group)."""
 
     families: tuple[str, ...] = ("xcom", "gen", "qlog", "chain")
     groups: int = DEFAULT_GROUPS  # XCom groups
@@ -123,11 +126,16 @@ class FleetChoice:
     qlog_groups: int = DEFAULT_QLOG_GROUPS
     nodes: int = 3
     chain_groups: int = DEFAULT_CHAIN_GROUPS
+    rates: tuple[tuple[str, float], ...] = ()  # (family, rate option) pairs
 
     def count(self, family: str) -> int:
         """How many groups of ``family`` the fleet has."""
         return {"xcom": self.groups, "gen": self.gen_groups, "qlog": self.qlog_groups,
                 "chain": self.chain_groups}[family]
+
+    def rate(self, family: str) -> float | None:
+        """The rate option ``family`` runs at; None: its default (the settings')."""
+        return dict(self.rates).get(family)
 
     def chosen(self) -> list[Family]:
         return [f for f in FAMILIES if f.name in self.families]
@@ -164,7 +172,7 @@ class DemoFleet:
         self.sims: dict[str, Any] = {}
         for fam in choice.chosen():
             options = sim_options(fam.name, settings, seed=None, groups=choice.count(fam.name),
-                                  nodes=choice.nodes, rate=None, duration_ms=duration_ms, start_ms=start_ms)
+                                  nodes=choice.nodes, rate=choice.rate(fam.name), duration_ms=duration_ms, start_ms=start_ms)
             self.sims[fam.name] = fam.sim.Simulator(options, by_family.get(fam.name, []), self._emit)
 
     def _emit(self, event: dict[str, Any]) -> None:

@@ -240,6 +240,22 @@ def test_the_default_demo_is_a_four_family_fleet_whose_faults_each_fire_within_t
         "xcom", "gen", "qlog", "chain"]
 
 
+def test_a_plans_rates_set_each_familys_rate_option_and_the_others_keep_the_settings() -> None:
+    """``plan_demo(rates=...)`` (``bench/demo_soak.py``'s rate mode) sets a family's rate option
+    per group; a family it does not name runs at the settings' (or its simulator's) default."""
+    from replimon.config import load_settings
+    from replimon.demo import plan_demo
+
+    settings = load_settings(None)
+    plan = plan_demo(settings, families="xcom,gen,chain", groups=2, gen_groups=1, chain_groups=1, nodes=3,
+                     duration="30s", inject=[], rates={"xcom": 0.5, "gen": 1.5})
+    sims = plan.fleet(settings, 1_700_000_000_000).sims
+    assert sims["xcom"].options.decisions_per_s == 0.5 and sims["gen"].options.xacts_per_s == 1.5
+    default = plan_demo(settings, families="chain", groups=1, gen_groups=1, chain_groups=1, nodes=3,
+                        duration="30s", inject=[]).fleet(settings, 0).sims["chain"]
+    assert sims["chain"].options.writes_per_s == default.options.writes_per_s
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--families", "xcom,paxos"],
      "replimon: demo: --families: unknown family 'paxos' (families are xcom, gen, qlog, chain)"),
