@@ -166,7 +166,7 @@ class Streaming(_Section):
     max_offsets_per_trigger: int = Field(200_000, ge=1)
     source_format: str = Field("replimon-kafka", pattern="^(replimon-kafka|kafka)$")
     source_partitions: int = Field(0, ge=0, le=10_000, description="Spark tasks that read a micro-batch from Kafka (0: Spark's default parallelism)")
-    state_buckets: int = Field(64, ge=1, le=1_000_000, description="groups share this many state keys (pinned in a checkpoint)")
+    state_buckets: int = Field(6, ge=1, le=1_000_000, description="groups share this many state keys (pinned in a checkpoint)")
     replay_checkpoint_s: float = Field(60.0, ge=0, description="each group's whole state goes to monitor.state as a checkpoint record when its event time crosses a multiple of this (replays start from them; 0: never)")
     snapshot_interval_s: float = Field(5.0, ge=0, description="live: a group's snapshot (group and node state, time-series points, monitor.state) at most this often, plus its first batch and any batch with its alerts; 0: every batch; replays: every batch")
     spark_conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings, e.g. spark.jars.packages for the built-in kafka source (docker-compose)")

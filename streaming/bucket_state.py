@@ -118,3 +118,22 @@ def legacy_in(spark: Any, checkpoint: str) -> str | None:
     left = (spark.read.format("statestore").option("stateVarName", LEGACY_STATE_NAME).load(checkpoint)
             .where("value IS NOT NULL").limit(1).count())
     return LEGACY_STATE_NAME if left else None
+
+
+def pinned_buckets(spark: Any, checkpoint: str) -> int | None:
+    """The bucket count the checkpoint's state was written with (None: a new checkpoint, or no
+    bucket stored yet). Groups are shuffled to their bucket's key before the operator reads the
+    state, so a restarted query must bucket as the checkpoint did: ``streaming.runner`` takes this
+    count over the settings' (as Spark keeps a checkpoint's ``spark.sql.shuffle.partitions``)."""
+    location = checkpoint.removeprefix("file://")
+    if "://" not in location and not os.path.isdir(os.path.join(location, "state")):
+        return None
+    for name in (STATE_NAME, LEGACY_STATE_NAME):
+        try:
+            rows = (spark.read.format("statestore").option("stateVarName", name).load(checkpoint)
+                    .where("value IS NOT NULL").select("value.buckets").limit(1).collect())
+        except Exception:  # noqa: BLE001 - no such state variable in this checkpoint
+            continue
+        if rows and rows[0][0] is not None:
+            return int(rows[0][0])
+    return None

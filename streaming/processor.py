@@ -77,7 +77,7 @@ from replimon.streaming.rows import (
 
 INPUT_COLUMNS = ("bucket", "group", "items")
 LIVE, REPLAY = "ProcessingTime", "EventTime"
-DEFAULT_BUCKETS = 64
+DEFAULT_BUCKETS = 6  # as the settings' default (streaming.state_buckets)
 # The live job's snapshot cadence when the settings name none (MonitorLogic, ``snapshot_ms``).
 DEFAULT_SNAPSHOT_MS = 5_000
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from replimon.kafka import offsets_total
-from replimon.streaming.bucket_state import legacy_in
+from replimon.streaming.bucket_state import legacy_in, pinned_buckets
 from replimon.streaming.checkpoint import Checkpoint
 from replimon.streaming.job import QUERY_NAME, build, read_source
 from replimon.streaming.processor import LIVE, REPLAY
@@ -80,6 +80,20 @@ class MetricsListener:
         return _Listener()
 
 
+def checkpoint_buckets(spark: Any, settings: Any, checkpoint: str) -> Any:
+    """``settings`` with the checkpoint's state bucket count, when it has one that differs (a
+    checkpoint started before the default changed, or under another setting): said once as a
+    warning, and the query resumes instead of failing on its first batch."""
+    pinned = pinned_buckets(spark, checkpoint)
+    wanted = settings.streaming.state_buckets
+    if pinned is None or pinned == wanted:
+        return settings
+    log.warning("streaming.state_buckets is %s but the checkpoint %s was started with %s: using %s "
+                   "(pinned in the checkpoint; a new checkpoint takes the setting)", wanted, checkpoint,
+                   pinned, pinned)
+    return settings.model_copy(update={"streaming": settings.streaming.model_copy(update={"state_buckets": pinned})})
+
+
 def start_query(spark: Any, settings: Any, *, run_id: str = "live", time_mode: str = LIVE,
                 checkpoint: str | Path | None = None, api: str = "pandas", starting: str = "earliest",
                 ending: str | None = None, trigger_s: float | None = None, available_now: bool = False,
@@ -91,8 +105,9 @@ def start_query(spark: Any, settings: Any, *, run_id: str = "live", time_mode: s
     ``metrics_listener``) each micro-batch's progress also goes to ``pipeline_metrics``.
     ``build_options`` go to ``build`` (a replay's initial state, floors, groups), and
     ``window_start_ms`` to the writer."""
-    raw = read_source(spark, settings, starting=starting, ending=ending, max_offsets=max_offsets)
     ckpt = Path(checkpoint) if checkpoint else Path(settings.paths.checkpoint_dir) / run_id
+    settings = checkpoint_buckets(spark, settings, str(ckpt))
+    raw = read_source(spark, settings, starting=starting, ending=ending, max_offsets=max_offsets)
     # A checkpoint of the state's shape before is migrated as its buckets are read (bucket_state.py).
     out = build(spark, raw, settings, time_mode=time_mode, api=api,
                 migrate_from=legacy_in(spark, str(ckpt)), **build_options)

@@ -45,6 +45,8 @@ def test_a_checkpoint_of_the_old_shape_carries_on(spark: Any, broker: Any, postg
     from replimon.streaming import job
 
     settings = settings_for(broker, postgres, f"mig-{uuid.uuid4().hex[:10]}-", tmp_path)
+    # 64 buckets, the default when monitor_v5 was written (g1 and g2 in buckets of their own).
+    settings = settings.model_copy(update={"streaming": settings.streaming.model_copy(update={"state_buckets": 64})})
     # g1 falls silent at 10 s (until 35 s), g2 loses a node at 3 s that is back at 15 s.
     events = simulate(40, "group_silent:g1@10s", "node_silent:g2@3s", groups=2)
     start = min(e["ts_ms"] for e in events)
@@ -85,3 +87,43 @@ def test_a_checkpoint_of_the_old_shape_carries_on(spark: Any, broker: Any, postg
                 for name, kept in parse_groups(r.value.groups).items()}
     assert families == {"g1": "xcom", "g2": "xcom"}
     assert legacy_in(spark, ckpt) is None  # every bucket was read: nothing left to migrate
+
+
+def test_a_checkpoint_keeps_its_bucket_count(spark: Any, broker: Any, postgres: Any, tmp_path: Path,
+                                             caplog: pytest.LogCaptureFixture) -> None:
+    """A checkpoint started with one ``state_buckets`` resumes under a setting of another (the
+    default changed from 64 to 6): its own count is used, with a warning, and the two runs give
+    the core's alerts, none twice. Bucketing by the new setting would send a group's events to a
+    key whose state does not hold it (the processor refuses such a state: StateBucketsChanged)."""
+    from replimon.streaming.bucket_state import pinned_buckets
+
+    base = settings_for(broker, postgres, f"bk-{uuid.uuid4().hex[:10]}-", tmp_path)
+
+    def with_buckets(n: int) -> Any:
+        return base.model_copy(update={"streaming": base.streaming.model_copy(update={"state_buckets": n})})
+
+    events = simulate(30, "group_silent:g1@8s", "beyond_horizon:g2@20s", groups=3)
+    start = min(e["ts_ms"] for e in events)
+    first = [e for e in events if e["ts_ms"] < start + 12_000]
+    second = [e for e in events if e["ts_ms"] >= start + 12_000]
+    # Under 3 buckets and under 2 the groups share keys differently: the second run's setting
+    # would put some group under another key than the one holding its state.
+    assert [bucket_of(g, 3) for g in ("g1", "g2", "g3")] != [bucket_of(g, 2) for g in ("g1", "g2", "g3")]
+    run_id = f"bk-{uuid.uuid4().hex[:8]}"
+    ckpt = str(Path(base.paths.checkpoint_dir) / run_id)
+    assert pinned_buckets(spark, ckpt) is None  # no checkpoint yet
+
+    publish(base, first)
+    _, seen1 = replay(spark, with_buckets(3), run_id)
+    assert pinned_buckets(spark, ckpt) == 3
+    publish(base, second)
+    with caplog.at_level("WARNING", logger="replimon.run"):
+        _, seen2 = replay(spark, with_buckets(2), run_id)
+    assert any("state_buckets is 2 but the checkpoint" in r.getMessage() and "started with 3" in r.getMessage()
+               for r in caplog.records)
+
+    alerts = [(a.alert_id, a.status) for r in [*seen1, *seen2] for a in r.alert_rows]
+    assert Counter(alerts).most_common(1)[0][1] == 1
+    assert set(alerts) == {(a.alert_id, a.status) for a in Monitor().run(first + second)}
+    kinds = {json.loads(a.payload)["kind"] for r in [*seen1, *seen2] for a in r.alert_rows}
+    assert {"GROUP_SILENT", "BEYOND_HORIZON"} <= kinds
