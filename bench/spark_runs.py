@@ -422,8 +422,10 @@ class Bench:
         others = Counter(r["kind"] for r in rows if not r["group_id"].startswith("warm-")
                          and r["category"] != "info" and (r["group_id"], r["kind"]) not in expected)
         return {
+            # found: of the faults the trace carries (``traces.carried_faults``), where it was checked.
             "fault_alerts": {"injected": len(trace.faults), "found": len({(r["group_id"], r["kind"]) for r in fault}),
-                             "rows": len(fault)},
+                             "rows": len(fault),
+                             **({} if trace.carried is None else {"carried": len(trace.carried)})},
             "latency_s": {"inserted": spread(inserted, 3), "visible": spread(visible, 3),
                           "event_to_batch": spread(waited, 3), "batch_to_insert": spread(batch, 3)},
             "other_alerts": dict(sorted(others.items())),

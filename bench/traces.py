@@ -47,6 +47,9 @@ class Trace:
     types: dict[str, int]
     faults: list[dict[str, Any]] = field(default_factory=list)
     families: dict[str, dict[str, Any]] = field(default_factory=dict)  # per family: groups, options, events
+    # The faults whose alert the trace itself raises through the core (``carried_faults``); None:
+    # not checked.
+    carried: list[dict[str, Any]] | None = None
 
     @property
     def rate(self) -> float:
@@ -56,7 +59,8 @@ class Trace:
         return {"groups": self.groups, "nodes": self.nodes, "tick_ms": self.tick_ms,
                 "decisions_per_s": round(self.decisions_per_s, 3), "seconds": self.seconds,
                 "events": self.events, "events_per_s": round(self.rate), "types": self.types,
-                "faults": len(self.faults), "families": self.families}
+                "faults": len(self.faults), "families": self.families,
+                **({} if self.carried is None else {"faults_carried": len(self.carried)})}
 
 
 def options(groups: int, nodes: int, seconds: float, tick_ms: int, dps: float, seed: int) -> SimOptions:
@@ -185,6 +189,24 @@ def write_fleet(path: Path, specs: Sequence[tuple[Family, Any]], injections: Seq
                  events=sum(s.events for s in summaries), start_ms=first.start_ms,
                  types=dict(sorted(types.items())), faults=[f for s in summaries for f in s.faults],
                  families=families)
+
+
+def carried_faults(trace: Trace) -> list[dict[str, Any]]:
+    """The trace's faults whose alert the trace itself raises: its events through the core
+    (``Monitor``, event time, then the end of input), as ``replimon check`` would. A fault the
+    simulator armed may never act within the trace: one that bends a group's next execution or
+    append, when at the trace's rate that group has none before the end."""
+    from replimon.core import Monitor
+
+    monitor = Monitor()
+    fired: set[tuple[str, str]] = set()
+    with trace.path.open(encoding="utf-8") as fh:
+        for line in fh:
+            _, _, _, ts, head, tail = line.rstrip("\n").split("\t")
+            fired.update((a.group, a.kind) for a in monitor.process(json.loads(f'{head}"ts_ms":{ts}{tail}'))
+                         if a.status == "firing")
+    fired.update((a.group, a.kind) for a in monitor.finish() if a.status == "firing")
+    return [f for f in trace.faults if (f["group"], f["alert"]) in fired]
 
 
 def read_raws(path: Path, limit: int) -> list[bytes]:
