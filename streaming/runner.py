@@ -135,7 +135,8 @@ def make_writer(settings: Any, run_id: str, checkpoint: Checkpoint | None, *, pg
     (``pg``: a ``PostgresSink``; also the exactly-once guard), data quality (when the settings
     turn it on and there is a PostgreSQL database for its results). ``checkpoint``: the query's
     (None: no offset log to read, as in tests that drive the writer by hand). ``live``: the query
-    runs in live mode (False: a replay), recorded on each batch's metrics row."""
+    runs in live mode (False: a replay), recorded on each batch's metrics row, and validated off
+    the batch's path (``sinks/quality.py``)."""
     from replimon.streaming.sinks.kafka import KafkaSink
     from replimon.streaming.sinks.postgres import PostgresBatchSink
 
@@ -154,9 +155,12 @@ def make_writer(settings: Any, run_id: str, checkpoint: Checkpoint | None, *, pg
         from replimon.streaming.sinks.quality import QualitySink
 
         if QualitySink.wanted(settings) and isinstance(getattr(pg, "dsn", None), str):
-            sinks.append(QualitySink(settings, run_id, pg.dsn, lambda: pg.pipeline, kafka=kafka,
+            # Live, it validates off the batch's path with a Kafka producer of its own (the
+            # batch's sink flushes and may replace its producer meanwhile; sinks/quality.py).
+            own_kafka = KafkaSink(settings, run_id, None) if kafka is not None and live is True else kafka
+            sinks.append(QualitySink(settings, run_id, pg.dsn, lambda: pg.pipeline, kafka=own_kafka,
                                      end_offsets=checkpoint.end_offsets if checkpoint else None,
-                                     window_start_ms=window_start_ms))
+                                     window_start_ms=window_start_ms, background=live is True))
     return BatchWriter(sinks, guard=guard, observers=observers, window_start_ms=window_start_ms,
                        records_in=checkpoint.records_in if checkpoint else None)
 

@@ -143,3 +143,40 @@ def test_a_restart_reports_a_node_still_off_once_more(sink: Callable[..., Qualit
     before, after = sink(), sink()  # the state lives in the sink's memory (docs/operations.md)
     run(before, samples, range(2))
     assert [b for b, a in run(after, samples, range(2, 4)).items() if named(a, AHEAD)] == [2]
+
+
+def test_live_validation_runs_off_the_batch_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Live (``background``), ``write`` hands the batch to a thread and returns before the
+    validation ends, so the next micro-batch does not wait for it; one validation at a time: a
+    batch due while one runs is skipped, and the next batch after it is validated. Without
+    ``background`` (replays) ``write`` returns only when the batch is validated."""
+    import threading
+
+    base = load_settings(None)
+    settings = base.model_copy(update={"quality": base.quality.model_copy(update={"every_batches": 1, "every_s": 0})})
+    release = threading.Event()
+    done: list[int] = []
+
+    def slow(self: QualitySink, result: BatchResult) -> bool:
+        release.wait(10)
+        done.append(result.batch_id)
+        return True
+
+    monkeypatch.setattr(QualitySink, "_validate", slow)
+    live = QualitySink(settings, "live", "", lambda: "monitor", background=True)
+    started = time.monotonic()
+    live.write(BatchResult(0))
+    live.write(BatchResult(1))  # due, but batch 0 is still being validated: skipped
+    assert time.monotonic() - started < 5 and live.busy() and done == []
+    release.set()
+    live.close()
+    assert done == [0] and not live.busy()
+    live.write(BatchResult(2))
+    live.close()
+    assert done == [0, 2]
+
+    release.clear()
+    replay = QualitySink(settings, "replay", "", lambda: "monitor")
+    threading.Timer(0.3, release.set).start()
+    replay.write(BatchResult(7))
+    assert done == [0, 2, 7]  # validated before write returned
