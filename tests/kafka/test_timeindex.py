@@ -17,7 +17,7 @@ import pytest
 
 from replimon.embedded import EmbeddedBroker
 from replimon.kafka import BEGINNING, TP, KafkaClient
-from replimon.kafka.timeindex import TimeIndex
+from replimon.kafka.timeindex import PartitionIndex, TimeIndex
 from replimon.replay.window import plan_window
 from tests.support import produce
 
@@ -158,3 +158,17 @@ def test_plan_window_is_the_same_with_and_without_a_kept_index(broker: EmbeddedB
             scan = [client.timestamp_offsets({tp: ts for tp in tps}, marks, ends) for ts in (lo, hi)]
         assert [cold.start, cold.until] == [{tp: ends[tp] if off is None else off for tp, off in s.items()}
                                             for s in scan]
+
+
+def test_an_index_kept_and_read_back_and_a_directory_that_cannot_be_written(tmp_path: Path) -> None:
+    index = TimeIndex("host:1", "read_uncommitted", tmp_path / "idx")
+    index.parts[("t", 0)] = PartitionIndex(5, 9, (8, BASE + 7, 123), [5, 6, 8], [BASE, BASE + 9, BASE + 11])
+    index.save(["t"])
+    again = TimeIndex("host:1", "read_uncommitted", tmp_path / "idx")
+    held = again.held([("t", 0)], {("t", 0): 5}, {("t", 0): 9})
+    assert held[("t", 0)] == index.parts[("t", 0)]
+    assert [held[("t", 0)].first_at(ts) for ts in (0, BASE + 1, BASE + 10, BASE + 12)] == [5, 6, 8, None]
+    other = TimeIndex("host:2", "read_uncommitted", tmp_path / "idx")  # another broker's: not read
+    assert other.held([("t", 0)], {("t", 0): 5}, {("t", 0): 9})[("t", 0)].end == 5
+    (tmp_path / "a-file").write_text("")
+    TimeIndex("host:1", "read_uncommitted", tmp_path / "a-file").save(["t"])  # a warning, no error
