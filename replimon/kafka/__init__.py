@@ -5,6 +5,9 @@ JSON form Spark stores.
   broker's quirks, timestamp lookups, record-timestamp probes, reading offset ranges); its
   docstring describes the quirks.
 * ``reading.py``: the one loop that reads offset ranges, and what it guarantees.
+* ``timeindex.py``: per partition, the records whose timestamp is above every earlier one: the
+  exact first offset at or after a time without reading the partition again (a broker that
+  ignores timestamps in ListOffsets, the replay's planning).
 * ``consumers.py``: librdkafka configuration and which errors are survived.
 * ``offsets.py``: ``{"topic": {"partition": offset}}`` and back, and its total.
 

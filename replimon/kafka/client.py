@@ -36,7 +36,10 @@ from one record before the reported end (never past the true end) until ``PARTIT
 the isolation level the readers use, and takes the EOF position. `timestamp_offsets` reads
 forward from the broker's answer to the first record at or after the timestamp. On Apache Kafka
 the first costs one record a partition and the second one record, and both give the broker's
-own answer: nothing here depends on the quirks.
+own answer: nothing here depends on the quirks. On Tansu the second reads each partition up to
+the answer; given a `TimeIndex` (``timeindex.py``: the replay's planning keeps one), it asks that
+instead for the partitions whose broker names a record for the latest possible timestamp (Tansu
+does, Apache Kafka answers none), and the index reads only what was appended since it last read.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ from replimon.kafka.consumers import (
 from replimon.kafka.offsets import TP
 from replimon.kafka.outage import BrokerWatch
 from replimon.kafka.reading import Gap, Jump, RecordsUnavailable, Span, read_ranges
+from replimon.kafka.timeindex import PartitionIndex, Print, TimeIndex
 
 INF = 2**63 - 1  # the "timestamp" of an offset with no record before the end (probes)
 # consume() waits its whole timeout unless it fills its batch: a planning read that has its answers
@@ -81,8 +85,7 @@ _PROBE_FETCH = {"max.partition.fetch.bytes": 1, "queued.min.messages": 1,
 
 # A record's fingerprint: (offset, timestamp, CRC-32 of its key and value). Two logs of one
 # partition that hold different records at an offset differ there (docs/operations.md, "Data
-# loss on the input": a re-created log already past the offset the job had read).
-Print = tuple[int, int, int]
+# loss on the input": a re-created log already past the offset the job had read). ``Print``.
 
 
 def fingerprint(msg: Any) -> Print:
@@ -338,12 +341,16 @@ class KafkaClient:
         return out
 
     def timestamp_offsets(self, wanted: Mapping[TP, int], marks: Mapping[TP, tuple[int, int]],
-                          ends: Mapping[TP, int]) -> dict[TP, int | None]:
+                          ends: Mapping[TP, int], index: TimeIndex | None = None) -> dict[TP, int | None]:
         """Earliest offset whose record timestamp is >= the given ms, None when there is none.
 
         Asks the broker (offsets_for_times), then reads forward from its answer to the first
         record at or after the timestamp: on Apache Kafka that is the answer itself (one
-        record read); Tansu answers the earliest offset whatever the timestamp."""
+        record read); Tansu answers the earliest offset whatever the timestamp, so this reads
+        every partition up to the answer. With an ``index`` (``timeindex.py``), partitions whose
+        broker ignores timestamps are answered by the index instead, which reads only what it
+        has not indexed yet: the same offsets, since both answer the definition above (from
+        the oldest record, which is the broker's answer there)."""
         out: dict[TP, int | None] = {}
         if not wanted:
             return out
@@ -360,6 +367,30 @@ class KafkaClient:
                 out[tp] = None
             else:
                 starts[tp] = max(tpo.offset, low)
+        if not starts:
+            return out
+        if index is not None:
+            blind = self._ignores_timestamps(starts, ends)
+            if blind:
+                held = self.update_index(index, sorted(blind), marks, ends)
+                out.update({tp: held[tp].first_at(wanted[tp]) for tp in blind})
+                starts = {tp: off for tp, off in starts.items() if tp not in blind}
+        out.update(self._read_forward(wanted, starts, ends))
+        return out
+
+    def _ignores_timestamps(self, starts: Mapping[TP, int], ends: Mapping[TP, int]) -> set[TP]:
+        """The partitions of ``starts`` whose broker ignores the timestamp in ListOffsets: asked
+        for the latest possible time, it names a record (Tansu: the oldest) where Apache Kafka
+        answers none. One round, no record read."""
+        answers = self.consumer.offsets_for_times(
+            [TopicPartition(t, p, INF) for t, p in sorted(starts)], timeout=self.timeout_s)
+        return {(a.topic, a.partition) for a in answers
+                if a.error is None and 0 <= a.offset < ends[(a.topic, a.partition)]}
+
+    def _read_forward(self, wanted: Mapping[TP, int], starts: Mapping[TP, int],
+                      ends: Mapping[TP, int]) -> dict[TP, int | None]:
+        """The first record at or after each wanted timestamp, reading from ``starts``."""
+        out: dict[TP, int | None] = {}
         if not starts:
             return out
 
@@ -382,8 +413,31 @@ class KafkaClient:
                 return True
             return False
 
-        self._read_until(starts, on_record, "timestamp lookup did not finish")
+        self._read_until(dict(starts), on_record, "timestamp lookup did not finish")
         return out
+
+    def update_index(self, index: TimeIndex, tps: Sequence[TP], marks: Mapping[TP, tuple[int, int]],
+                     ends: Mapping[TP, int]) -> dict[TP, PartitionIndex]:
+        """``index`` brought up to the ``ends`` of ``tps`` (``marks``: their watermarks): an index
+        whose log is not the one it read starts over (``timeindex.py``), then each reads from
+        its end to the partition's; saved if it read anything."""
+        oldest = {tp: marks[tp][0] for tp in tps}
+        held = index.held(tps, oldest, ends)
+        lasts = {tp: ix.last for tp, ix in held.items() if ix.last is not None}
+        # true_ends read each partition's last record: an index that ends there needs no fetch.
+        ask = {tp: last[0] for tp, last in lasts.items() if self.last_prints.get(tp) != last}
+        for tp, found in (self.prints_at(ask) if ask else {}).items():
+            if found != lasts[tp]:
+                held[tp] = index.restart(tp, oldest[tp])
+        spans: dict[TP, Span] = {tp: (ix.end, ends[tp]) for tp, ix in held.items() if ix.end < ends[tp]}
+        index.records_read = 0
+        for msgs in self.read(spans):
+            index.take(msgs, fingerprint)
+        for tp in spans:
+            held[tp].end = ends[tp]
+        if spans:
+            index.save({tp[0] for tp in spans})
+        return held
 
     def record_timestamps(self, wanted: Mapping[TP, int],
                           keep: int = PROBE_KEEP) -> dict[TP, list[tuple[int, int]]]:

@@ -113,12 +113,12 @@ def validate_window(settings: Any, from_ms: int, to_ms: int, *, docs: Path | Non
     groups (``replimon.quality.records``). ``ReplayError`` for a window that cannot be read."""
     from replimon.quality.records import read_sample
     from replimon.replay import iso
-    from replimon.replay.window import plan_window
+    from replimon.replay.window import plan_window, time_index_dir
 
     started = time.monotonic()
     types = settings.kafka.topics.input_families
     bootstrap = settings.kafka.bootstrap_servers
-    window = plan_window(bootstrap, list(types), from_ms, to_ms)
+    window = plan_window(bootstrap, list(types), from_ms, to_ms, index_dir=time_index_dir(settings))
     spans = {tp: (window.start[tp], window.until[tp]) for tp in window.start
              if window.until[tp] > window.start[tp]}
     sample = read_sample(bootstrap, spans, types, limit=max_records, salt=0)

@@ -17,6 +17,7 @@ from replimon.replay.window import (
     choose_start,
     plan_window,
     read_checkpoints,
+    time_index_dir,
 )
 
 
@@ -47,9 +48,10 @@ def plan(settings: Any, from_ms: int, to_ms: int, *, groups: Sequence[str] | Non
     """The window's offsets and the state the replay starts from (``checkpoints_of``: the run
     whose checkpoint records count, the live job's by default; None: any)."""
     bootstrap = settings.kafka.bootstrap_servers
-    window = plan_window(bootstrap, input_topics(settings), from_ms, to_ms)
+    window = plan_window(bootstrap, input_topics(settings), from_ms, to_ms, index_dir=time_index_dir(settings))
     only = frozenset(groups) if groups else None
-    checkpoints = read_checkpoints(bootstrap, settings.kafka.topics.state) if state_from == "checkpoint" else []
+    checkpoints = (read_checkpoints(bootstrap, settings.kafka.topics.state, before_ms=from_ms, groups=only,
+                                    run_id=checkpoints_of) if state_from == "checkpoint" else [])
     return window, choose_start(window, checkpoints, only, state_from, checkpoints_of)
 
 

@@ -21,9 +21,18 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from replimon.kafka import BEGINNING, TP, KafkaClient, offsets_from_json
+from replimon.kafka.timeindex import TimeIndex
 from replimon.replay import iso
+
+
+def time_index_dir(settings: Any) -> Path:
+    """Where planners keep the input topics' timestamp indexes between runs
+    (``replimon.kafka.timeindex``): beside the embedded broker's data."""
+    return Path(settings.paths.data_dir) / "time-index"
 
 
 class ReplayError(ValueError):
@@ -48,9 +57,12 @@ class Window:
 
 def plan_window(bootstrap: str, topics: Sequence[str], from_ms: int, to_ms: int,
                 client_options: Mapping[str, str] | None = None,
-                timeout_s: float | None = None) -> Window:
+                timeout_s: float | None = None, index_dir: str | Path | None = None) -> Window:
     """Resolve the window's offsets on the broker; ReplayError for an empty window or one that
-    starts before what Kafka still holds (``timeout_s``: the client's, default its own)."""
+    starts before what Kafka still holds (``timeout_s``: the client's, default its own).
+    ``index_dir``: where the topics' timestamp indexes are kept between runs
+    (``replimon.kafka.timeindex``: a broker that ignores timestamps in ListOffsets then costs a
+    read of what was appended since the last plan, not of every partition; None: this plan's)."""
     if from_ms >= to_ms:
         raise ReplayError(f"--from ({iso(from_ms)}) must be before --to ({iso(to_ms)})")
     config = {"bootstrap.servers": bootstrap, **(client_options or {})}
@@ -59,8 +71,9 @@ def plan_window(bootstrap: str, topics: Sequence[str], from_ms: int, to_ms: int,
         tps, marks, ends = client.snapshot(topics)
         if not tps:
             raise ReplayError(f"none of the topics {', '.join(topics)} exists on {bootstrap}")
-        at_from = client.timestamp_offsets({tp: from_ms for tp in tps}, marks, ends)
-        at_to = client.timestamp_offsets({tp: to_ms for tp in tps}, marks, ends)
+        index = TimeIndex(bootstrap, client.isolation_level, index_dir)
+        at_from = client.timestamp_offsets({tp: from_ms for tp in tps}, marks, ends, index)
+        at_to = client.timestamp_offsets({tp: to_ms for tp in tps}, marks, ends, index)
         start = {tp: _or(at_from[tp], ends[tp]) for tp in tps}
         until = {tp: _or(at_to[tp], ends[tp]) for tp in tps}
         window = Window(from_ms, to_ms, {tp: marks[tp][0] for tp in tps}, dict(ends), start, until)
@@ -122,10 +135,13 @@ class StartState:
 
 
 def read_checkpoints(bootstrap: str, topic: str, client_options: Mapping[str, str] | None = None,
-                     timeout_s: float = 60.0) -> list[Checkpoint]:
-    """Every checkpoint record ``topic`` (``monitor.state``) holds now (read from its oldest
+                     timeout_s: float = 60.0, *, before_ms: int | None = None,
+                     groups: frozenset[str] | None = None, run_id: str | None = None) -> list[Checkpoint]:
+    """The checkpoint records ``topic`` (``monitor.state``) holds now (read from its oldest
     record to its true end, read_committed); ReplayError when that makes no progress for
-    ``timeout_s``."""
+    ``timeout_s``. Only those `choose_start` could take are decoded: with ``before_ms``, a clock
+    before it; with ``groups``, one of them; with ``run_id``, that run's. The key (``group@clock``)
+    and headers tell, so the others (most of the records' JSON) are never parsed."""
     config = {"bootstrap.servers": bootstrap, "group.id": "replimon-replay",
               "isolation.level": "read_committed", **(client_options or {})}
     out: list[Checkpoint] = []
@@ -137,14 +153,29 @@ def read_checkpoints(bootstrap: str, topic: str, client_options: Mapping[str, st
                     headers = dict(msg.headers() or [])
                     if headers.get("kind") != b"checkpoint":
                         continue
-                    value = json.loads(msg.value() or b"{}")
-                    out.append(Checkpoint(value["group"], int(value["clock_ms"]),
-                                          offsets_from_json(value["offsets"]),
-                                          json.dumps(value["state"], separators=(",", ":")),
-                                          value.get("run_id", ""), int(value.get("batch_id", -1))))
+                    if run_id is not None and headers.get("run_id", run_id.encode()) != run_id.encode():
+                        continue
+                    if not _may_start(msg.key(), before_ms, groups):
+                        continue
+                    out.append(_checkpoint(json.loads(msg.value() or b"{}")))
         except TimeoutError:
             raise ReplayError(f"could not read {topic} to its end within {timeout_s:.0f} s") from None
     return out
+
+
+def _may_start(key: bytes | None, before_ms: int | None, groups: frozenset[str] | None) -> bool:
+    """Whether a checkpoint record's key (``group@clock_ms``, the Kafka sink's) leaves it a
+    candidate; a key of another form does (its value decides)."""
+    group, at, clock = (key or b"").decode(errors="replace").rpartition("@")
+    if not at or not clock.isdigit():
+        return True
+    return (before_ms is None or int(clock) < before_ms) and (groups is None or group in groups)
+
+
+def _checkpoint(value: Mapping[str, Any]) -> Checkpoint:
+    return Checkpoint(value["group"], int(value["clock_ms"]), offsets_from_json(value["offsets"]),
+                      json.dumps(value["state"], separators=(",", ":")),
+                      value.get("run_id", ""), int(value.get("batch_id", -1)))
 
 
 def choose_start(window: Window, checkpoints: Iterable[Checkpoint], groups: frozenset[str] | None = None,
