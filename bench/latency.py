@@ -389,14 +389,15 @@ def figures(rows: list[dict[str, Any]], batches: list[dict[str, Any]], stamps: d
         "latest_offset_ms": summary([b["durationMs"].get("latestOffset", 0) for b in steady]),
         "add_batch_ms": summary([b["durationMs"].get("addBatch", 0) for b in steady]),
         "batches": len(batches),
-        # While the fleet published: in the drain after it (``--drain``) its nodes fall silent and
-        # their chain leases (ttl + skew, 4 s) expire, as they should.
+        # Raised while the fleet published, by the batch's processing time (a lease wedge's
+        # event time is the last renewal's): in the drain after it (``--drain``) the nodes fall
+        # silent and their chain leases (ttl + skew, 4 s) expire, as they should.
         "other_alerts": dict(Counter(r["kind"] for r in rows if r["status"] == "firing"
                                      and r["category"] not in ("violation", "info")
-                                     and ms(r["event_ts"]) < start_ms + args.duration * 1000)),
+                                     and ms(r["detected_ts"]) < start_ms + args.duration * 1000)),
         "other_alerts_after_the_fleet": dict(Counter(
             r["kind"] for r in rows if r["status"] == "firing" and r["category"] not in ("violation", "info")
-            and ms(r["event_ts"]) >= start_ms + args.duration * 1000)),
+            and ms(r["detected_ts"]) >= start_ms + args.duration * 1000)),
         "samples": samples,
     }
 
