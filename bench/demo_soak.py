@@ -76,7 +76,7 @@ from typing import Any
 from fleets import BY_NAME, split  # bench/fleets.py
 from machine import machine  # bench/machine.py (the scripts run from bench/)
 from report import render_tables  # bench/report.py
-from stats import fmt, log, spread
+from stats import fmt, keeps_up, log, spread
 
 from replimon.config import load_settings
 from replimon.demo import DemoPlan, plan_demo, run_demo
@@ -397,11 +397,7 @@ def kept_up(progress: list[dict[str, Any]], trigger_s: float, first_s: float, pu
     def minute(ps: list[dict[str, Any]]) -> dict[str, Any]:
         return {"batch_ms": statistics.median(p["ms"] or 0 for p in ps), "rows": statistics.median(p["rows"] for p in ps)}
 
-    criteria = {
-        "rate_matched": processed >= 0.95 * rate,
-        "batch_ms_within_trigger": bms["median"] <= trigger_s * 1000 and bms["p90"] <= trigger_s * 1000,
-        "lag_end_bounded": lag_end_s is not None and lag_end_s <= bms["p90"] / 1000 + trigger_s,
-    }
+    bounded = lag_end_s is not None and lag_end_s <= bms["p90"] / 1000 + trigger_s
     return {"trigger_s": trigger_s, "batches": len(window), "window_s": round(span, 1),
             "published_events_per_s": round(rate), "processed_events_per_s": round(processed),
             "input_rps_median": statistics.median(p["input_rps"] for p in window),
@@ -410,7 +406,7 @@ def kept_up(progress: list[dict[str, Any]], trigger_s: float, first_s: float, pu
             "first_minute": minute(head), "last_minute": minute(tail),
             "lag_end_events": lag_end, "lag_end_s": None if lag_end_s is None else round(lag_end_s, 2),
             "source_lag_max": max(lags, default=None),
-            "criteria": criteria, "keeps_up": all(criteria.values())}
+            **keeps_up(processed, rate, bms, trigger_s, ("lag_end_bounded", bounded))}
 
 
 # -- output --------------------------------------------------------------------------------------

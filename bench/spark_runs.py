@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cpu import CpuMeter
-from stats import fmt, log, median_or_none, spread
+from stats import fmt, keeps_up, log, median_or_none, spread
 from traces import TYPES, WARM_S, Publisher, Trace, published_at
 
 FUTURE_MS = 600_000  # the backlog is stamped this far ahead: no processing-time silence fires
@@ -372,12 +372,9 @@ class Bench:
         rate = published / secs if secs else 0.0
         backlog_start = window[0][4] if window else None
         backlog_end = window[-1][4] if window else None
-        trigger_ms = args.trigger * 1000
         bms = spread(durations, 0)
-        matched = processed >= 0.95 * published if published else False
         bounded = (backlog_end is not None and backlog_start is not None
                    and backlog_end - backlog_start <= rate * args.trigger)
-        fast = bool(durations) and bms["median"] <= trigger_ms and bms["p90"] <= trigger_ms
         drain_s = None
         if drained:
             total = warm_rows + report["produced"]
@@ -401,8 +398,7 @@ class Bench:
                                "max": max((pt[4] for pt in window), default=None)},
             "backlog_end_s": round(backlog_end / rate, 2) if backlog_end is not None and rate else None,
             "drained": drained, "drain_s_after_publisher_end": drain_s,
-            "criteria": {"rate_matched": matched, "backlog_bounded": bounded, "batch_ms_within_trigger": fast},
-            "keeps_up": bool(matched and bounded and fast),
+            **keeps_up(processed, published, bms, args.trigger, ("backlog_bounded", bounded)),
             "cpu": cpu,
             **figures,
         }

@@ -50,6 +50,25 @@ def batch_cost(points: Sequence[tuple[float, float]]) -> dict[str, Any] | None:
             "marginal_events_per_s": round(1e6 / (slope * 1000)) if slope > 0 else None}
 
 
+def keeps_up(processed: float, published: float, batch_ms: dict[str, Any], trigger_s: float,
+             backlog: tuple[str, bool]) -> dict[str, Any]:
+    """The benches' one rule for "the job kept up" (``bench/pipeline.py``'s sustained runs,
+    ``bench/demo_soak.py``'s rate mode): it read at least 95 % of what was published over the
+    window, its median and p90 batch took at most the trigger (a longer batch delays the next
+    one: the backlog grows by design), and its backlog stayed bounded (``backlog``: the name and
+    verdict of each bench's own measure of it; a sustained run sees the backlog after every batch,
+    a soak only what was left unread at its end). Returns the criteria and ``keeps_up``."""
+    name, bounded = backlog
+    trigger_ms = trigger_s * 1000
+    criteria = {
+        "rate_matched": published > 0 and processed >= 0.95 * published,
+        "batch_ms_within_trigger": bool(batch_ms["n"]) and batch_ms["median"] <= trigger_ms
+        and batch_ms["p90"] <= trigger_ms,
+        name: bounded,
+    }
+    return {"criteria": criteria, "keeps_up": all(criteria.values())}
+
+
 def ratio(x: float | None, base: float) -> float | None:
     return None if x is None or not base else round(x / base, 3)
 

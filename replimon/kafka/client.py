@@ -351,13 +351,40 @@ class KafkaClient:
         broker ignores timestamps are answered by the index instead, which reads only what it
         has not indexed yet: the same offsets, since both answer the definition above (from
         the oldest record, which is the broker's answer there)."""
+        return self.timestamps_offsets([wanted], marks, ends, index)[0]
+
+    def timestamps_offsets(self, asked: Sequence[Mapping[TP, int]], marks: Mapping[TP, tuple[int, int]],
+                           ends: Mapping[TP, int], index: TimeIndex | None = None) -> list[dict[TP, int | None]]:
+        """`timestamp_offsets` for each of several sets of timestamps (a replay window's start
+        and end), with one check of which partitions ignore timestamps and one update of the
+        index for all of them."""
+        outs: list[dict[TP, int | None]] = []
+        starts_each: list[dict[TP, int]] = []
+        for wanted in asked:
+            out, starts = self._broker_answers(wanted, marks, ends)
+            outs.append(out)
+            starts_each.append(starts)
+        every = {tp for starts in starts_each for tp in starts}
+        blind = self._ignores_timestamps(every, ends) if index is not None and every else set()
+        held = self.update_index(index, sorted(blind), marks, ends) if index is not None and blind else {}
+        for wanted, out, starts in zip(asked, outs, starts_each, strict=True):
+            for tp in blind & starts.keys():
+                out[tp] = held[tp].first_at(wanted[tp])
+                del starts[tp]
+            out.update(self._read_forward(wanted, starts, ends))
+        return outs
+
+    def _broker_answers(self, wanted: Mapping[TP, int], marks: Mapping[TP, tuple[int, int]],
+                        ends: Mapping[TP, int]) -> tuple[dict[TP, int | None], dict[TP, int]]:
+        """The broker's ListOffsets answers for ``wanted``: None where no record can be that late
+        (no answer, or at or past the end), else the offset to read forward from."""
         out: dict[TP, int | None] = {}
+        starts: dict[TP, int] = {}
         if not wanted:
-            return out
+            return out, starts
         answers = self.consumer.offsets_for_times(
             [TopicPartition(t, p, ts) for (t, p), ts in sorted(wanted.items())],
             timeout=self.timeout_s)
-        starts: dict[TP, int] = {}
         for tpo in answers:
             tp = (tpo.topic, tpo.partition)
             if tpo.error is not None:
@@ -367,23 +394,14 @@ class KafkaClient:
                 out[tp] = None
             else:
                 starts[tp] = max(tpo.offset, low)
-        if not starts:
-            return out
-        if index is not None:
-            blind = self._ignores_timestamps(starts, ends)
-            if blind:
-                held = self.update_index(index, sorted(blind), marks, ends)
-                out.update({tp: held[tp].first_at(wanted[tp]) for tp in blind})
-                starts = {tp: off for tp, off in starts.items() if tp not in blind}
-        out.update(self._read_forward(wanted, starts, ends))
-        return out
+        return out, starts
 
-    def _ignores_timestamps(self, starts: Mapping[TP, int], ends: Mapping[TP, int]) -> set[TP]:
-        """The partitions of ``starts`` whose broker ignores the timestamp in ListOffsets: asked
+    def _ignores_timestamps(self, tps: Collection[TP], ends: Mapping[TP, int]) -> set[TP]:
+        """The partitions of ``tps`` whose broker ignores the timestamp in ListOffsets: asked
         for the latest possible time, it names a record (Tansu: the oldest) where Apache Kafka
         answers none. One round, no record read."""
         answers = self.consumer.offsets_for_times(
-            [TopicPartition(t, p, INF) for t, p in sorted(starts)], timeout=self.timeout_s)
+            [TopicPartition(t, p, INF) for t, p in sorted(tps)], timeout=self.timeout_s)
         return {(a.topic, a.partition) for a in answers
                 if a.error is None and 0 <= a.offset < ends[(a.topic, a.partition)]}
 

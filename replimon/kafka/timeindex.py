@@ -40,6 +40,7 @@ import os
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -74,21 +75,12 @@ class PartitionIndex:
     def from_json(cls, d: Mapping[str, Any]) -> PartitionIndex:
         last = d.get("last")
         return cls(int(d["base"]), int(d["end"]), None if last is None else (last[0], last[1], last[2]),
-                   _sums(d["offsets"]), _sums(d["stamps"]))
+                   list(accumulate(map(int, d["offsets"]))), list(accumulate(map(int, d["stamps"]))))
 
 
 def _deltas(values: list[int]) -> list[int]:
     """Delta-encoded (a file of small numbers: about 3 bytes a high)."""
     return [b - a for a, b in zip([0, *values], values, strict=False)]
-
-
-def _sums(deltas: Iterable[int]) -> list[int]:
-    out: list[int] = []
-    total = 0
-    for d in deltas:
-        total += int(d)
-        out.append(total)
-    return out
 
 
 class TimeIndex:

@@ -72,8 +72,8 @@ def plan_window(bootstrap: str, topics: Sequence[str], from_ms: int, to_ms: int,
         if not tps:
             raise ReplayError(f"none of the topics {', '.join(topics)} exists on {bootstrap}")
         index = TimeIndex(bootstrap, client.isolation_level, index_dir)
-        at_from = client.timestamp_offsets({tp: from_ms for tp in tps}, marks, ends, index)
-        at_to = client.timestamp_offsets({tp: to_ms for tp in tps}, marks, ends, index)
+        at_from, at_to = client.timestamps_offsets(
+            [{tp: from_ms for tp in tps}, {tp: to_ms for tp in tps}], marks, ends, index)
         start = {tp: _or(at_from[tp], ends[tp]) for tp in tps}
         until = {tp: _or(at_to[tp], ends[tp]) for tp in tps}
         window = Window(from_ms, to_ms, {tp: marks[tp][0] for tp in tps}, dict(ends), start, until)
