@@ -350,6 +350,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--stages", action="store_true",
                     help="also split each batch into Spark's stages (from Spark's event log)")
+    ap.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting of the session (repeatable), e.g. "
+                         "spark.hadoop.fs.file.impl=org.apache.hadoop.fs.LocalFileSystem: Hadoop's own "
+                         "local file system, a chmod process per checkpoint file (docs/streaming.md, "
+                         "\"Checkpoint writes\")")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "floor.json"))
     ap.add_argument("--base", default=None, help="an earlier commit: measure the job before and after")
     ap.add_argument("--bootstrap", default=None, help="a broker whose topics already hold the events "
@@ -367,6 +372,9 @@ def main() -> None:
         args.batch = sizes[0]
         versions(args)
         return
+    given = dict(kv.split("=", 1) for kv in args.spark_conf if "=" in kv)
+    if len(given) != len(args.spark_conf):
+        ap.error(f"--spark-conf: KEY=VALUE expected, got {args.spark_conf!r}")
     variants = [v for v in args.variants.split(",") if v]
     bad = [v for v in variants if not known_variant(v)]
     if bad:
@@ -390,7 +398,9 @@ def main() -> None:
         events = Path(tmp) / "events"
         if args.stages:
             events.mkdir()
-        spark = get_session(s.master, s.shuffle_partitions, **(event_log_conf(events) if args.stages else {}))
+        spark = get_session(s.master, s.shuffle_partitions,
+                            **(event_log_conf(events) if args.stages else {}), **given)
+        fs_impl = spark.sparkContext.getConf().get("spark.hadoop.fs.file.impl", "Hadoop's LocalFileSystem")
         if args.bootstrap:
             check_worker_imports(spark)
         for rep in range(args.repeat):
@@ -411,7 +421,8 @@ def main() -> None:
         "settings": {"groups": args.groups, "nodes": 5, "batch": sizes[0] if len(sizes) == 1 else sizes,
                      "batches": args.batches, "repeat": args.repeat,
                      "shuffle_partitions": settings.streaming.shuffle_partitions,
-                     "state_buckets": settings.streaming.state_buckets},
+                     "state_buckets": settings.streaming.state_buckets,
+                     "spark_conf": given, "file_system": fs_impl},
         "variants": {},
     }
     tables = []

@@ -3,7 +3,8 @@
 changelog checkpointing (the default store fails at run time), avro state encoding pinned on a
 checkpoint's first run (state schema evolution needs it), few shuffle partitions (pinned in the
 checkpoint; each is a Python task and a RocksDB store per batch), no UI, the driver's Python for
-workers (another python3 from PATH may lack the project's packages).
+workers (another python3 from PATH may lack the project's packages), and checkpoint files written
+without starting a chmod process per file (``localfs.py``).
 
 The JVM logs errors only (``log4j2-quiet.properties`` beside this module) unless Python's
 ``pyspark`` logger is at INFO or below, as ``replimon run --verbose`` sets it (``console.quiet_logs``):
@@ -60,6 +61,22 @@ def quiet_jvm(conf: dict[str, str]) -> None:
     conf[key] = f"{conf[key]} {option}" if conf.get(key) else option
 
 
+def use_nio_fs(conf: dict[str, str], given: dict[str, Any]) -> None:
+    """Checkpoint files written without a chmod process each (``localfs.py``), unless the
+    configuration names its own ``file:`` file system (``spark.hadoop.fs.file.impl``, e.g.
+    ``org.apache.hadoop.fs.LocalFileSystem``: Hadoop's, as before) or checkpoint file manager.
+    Our jar goes before a class path the configuration gives. Only where this process starts the
+    JVM: under spark-submit the class path is fixed already."""
+    if "spark.hadoop.fs.file.impl" in given or "spark.sql.streaming.checkpointFileManagerClass" in given:
+        return
+    from replimon.streaming import localfs
+
+    for key, value in localfs.conf().items():
+        if key == "spark.driver.extraClassPath" and conf.get(key):
+            value = f"{value}{os.pathsep}{conf[key]}"
+        conf[key] = value
+
+
 def prepare_env() -> None:
     """Environment the JVM and the Python workers must see before the JVM starts."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -86,8 +103,10 @@ def get_session(master: str = "local[2]", shuffle_partitions: int = 2, **extra: 
     verbose = verbose_jvm()
     if launched_by_spark_submit():
         del conf["spark.master"]
-    elif not verbose:
-        quiet_jvm(conf)
+    else:
+        use_nio_fs(conf, extra)
+        if not verbose:
+            quiet_jvm(conf)
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
