@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,15 @@ def test_checkpoint_files_are_created_without_a_chmod_process(tmp_path: Path) ->
     assert any(str(tmp_path / "hadoop") in line for line in logged), (
         "Hadoop's LocalFileSystem ran no chmod: the logger is not seen, the test proves nothing")
     assert [line for line in logged if str(ckpt) in line] == []
+
+
+def test_the_file_system_compiles_from_its_source(tmp_path: Path) -> None:
+    """What a fresh machine does at its first session (the user's cache may hold the jar here)."""
+    compiler = localfs.javac()
+    assert compiler is not None, "a JDK's javac is needed (Java 17 is on these machines)"
+    target = tmp_path / localfs.jar_name(localfs.spark_jars())
+    localfs.build(target, localfs.spark_jars(), compiler)
+    with zipfile.ZipFile(target) as z:
+        names = set(z.namelist())
+    assert {"replimon/hadoop/NioLocalFileSystem.class", "replimon/hadoop/NioLocalFileSystem$Raw.class"} <= names
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]  # no build directory left behind
