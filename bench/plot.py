@@ -6,7 +6,9 @@ the project has none, and a few lines and markers need none).
 ``bench/pipeline.py`` calls ``write_latency_curve`` itself after a run (``--plot``). The chart:
 offered events/s (x) against the alert latency of the injected faults (y: p50 dashed, p99 solid),
 one colour a group count; a filled marker where the rate was kept up, a hollow one where it was
-not; the targets as crosses. The numbers are in the result's tables; the chart shows the shape.
+not; the targets as crosses. With targets the y axis stops at four times the largest target's
+p99: a latency above it (a rate far past what the job keeps up with) is drawn at the top with its
+value. The numbers are in the result's tables; the chart shows the shape.
 """
 
 from __future__ import annotations
@@ -54,14 +56,17 @@ def latency_svg(result: dict[str, Any], targets: Sequence[tuple[int, float]] = (
     xs = [p[0] for s in series for p in s["points"]] + [float(t[0]) for t in targets]
     ys = [y for s in series for p in s["points"] for y in p[1:3] if y is not None] + [t[1] for t in targets]
     xt = _ticks(max(xs, default=1.0) * 1.05)
-    yt = _ticks(max(ys, default=1.0) * 1.05)
+    top = max(ys, default=1.0)
+    if targets:  # a rate far past what the job keeps up with would squash the rest: clipped
+        top = min(top, 4 * max(t[1] for t in targets))
+    yt = _ticks(top * 1.05)
     pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
 
     def x(v: float) -> float:
         return LEFT + pw * v / xt[-1]
 
     def y(v: float) -> float:
-        return TOP + ph * (1 - v / yt[-1])
+        return TOP + ph * (1 - min(v, yt[-1]) / yt[-1])
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
            'font-family="sans-serif" font-size="12">',
@@ -88,6 +93,9 @@ def latency_svg(result: dict[str, Any], targets: Sequence[tuple[int, float]] = (
                     fill = colour if p[3] else "white"
                     out.append(f'<circle cx="{x(p[0]):.1f}" cy="{y(p[idx]):.1f}" r="4" fill="{fill}" '
                                f'stroke="{colour}" stroke-width="2"/>')
+                    if p[idx] > yt[-1]:  # clipped: its value beside the marker
+                        out.append(f'<text x="{x(p[0]) - 8:.1f}" y="{y(p[idx]) + 14:.1f}" text-anchor="end" '
+                                   f'fill="{colour}">{p[idx]:,.0f} s</text>')
         out.append(f'<line x1="{W - RIGHT + 15}" y1="{legend_y}" x2="{W - RIGHT + 40}" y2="{legend_y}" '
                    f'stroke="{colour}" stroke-width="2"/>')
         out.append(f'<text x="{W - RIGHT + 46}" y="{legend_y + 4}">{s["groups"]:,} groups</text>')

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 import sys
@@ -37,7 +38,8 @@ def median_or_none(values: Sequence[float | None]) -> float | None:
 def batch_cost(points: Sequence[tuple[float, float]]) -> dict[str, Any] | None:
     """Least squares ``batch ms = fixed + per_event * rows`` over batches of a group count: the
     fixed part bounds the rate a trigger interval allows, the per-event part the rate at any batch
-    size (``1 / per_event``)."""
+    size (``1 / per_event``); and the same line by Theil-Sen (``theil_sen``), robust to a few
+    outlying batches."""
     if len(points) < 3 or len({x for x, _ in points}) < 2:
         return None
     mx = statistics.fmean(x for x, _ in points)
@@ -45,9 +47,15 @@ def batch_cost(points: Sequence[tuple[float, float]]) -> dict[str, Any] | None:
     sxx = sum((x - mx) ** 2 for x, _ in points)
     slope = sum((x - mx) * (y - my) for x, y in points) / sxx
     fixed = my - slope * mx
+    slopes = [(y2 - y1) / (x2 - x1) for (x1, y1), (x2, y2) in itertools.combinations(points, 2) if x2 != x1]
+    robust = statistics.median(slopes)
     return {"batches": len(points), "rows_range": [min(x for x, _ in points), max(x for x, _ in points)],
             "fixed_ms": round(fixed), "us_per_event": round(slope * 1000, 2),
-            "marginal_events_per_s": round(1e6 / (slope * 1000)) if slope > 0 else None}
+            "marginal_events_per_s": round(1e6 / (slope * 1000)) if slope > 0 else None,
+            # Theil-Sen: the median of the pairwise slopes, the median intercept. One stalled
+            # batch (a broker pause) moves a least-squares line a lot and this one little.
+            "theil_sen": {"fixed_ms": round(statistics.median(y - robust * x for x, y in points)),
+                          "us_per_event": round(robust * 1000, 2)}}
 
 
 def keeps_up(processed: float, published: float, batch_ms: dict[str, Any], trigger_s: float,
