@@ -18,9 +18,12 @@ compiling fails, it logs why once and returns nothing: the job runs as before, s
 
 The checkpoint stays the same files in the same places (the change is how they are created), so
 a checkpoint moves freely between sessions with and without it. Renames stay atomic on a local
-file system; ``FileSystemBasedCheckpointFileManager`` checks that a log entry does not exist
-before renaming onto it, as the default manager's rename does in one step (two queries on one
-checkpoint are refused by Spark before they get there).
+file system. One guard is weaker: ``FileSystemBasedCheckpointFileManager`` checks that a log
+entry does not exist and then renames onto it, where the default manager's rename refuses to
+overwrite in one step. Spark refuses a second run of a query within one cluster; two separate
+processes started on one checkpoint (a misconfiguration) could overwrite each other's log entry
+in that gap. Only the nine permission bits are set (no sticky or set-id bits: checkpoint files
+have none).
 """
 
 from __future__ import annotations
@@ -77,7 +80,9 @@ def build(target: Path, jars: Path, compiler: str) -> None:
             [compiler, "--release", "17", "-nowarn", "-cp", str(jars / "*"), "-d", str(out), str(SOURCE)],
             capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
-            raise RuntimeError((done.stderr or done.stdout).strip().splitlines()[-1:] or ["javac failed"])
+            lines = (done.stderr or done.stdout).strip().splitlines()
+            first = next((ln for ln in lines if "error:" in ln), lines[-1] if lines else "")
+            raise RuntimeError(first or f"javac exited with {done.returncode}")
         staged = Path(tmp) / target.name
         with zipfile.ZipFile(staged, "w", zipfile.ZIP_DEFLATED) as z:
             for f in sorted(out.rglob("*.class")):

@@ -82,3 +82,13 @@ def test_the_file_system_compiles_from_its_source(tmp_path: Path) -> None:
         names = set(z.namelist())
     assert {"replimon/hadoop/NioLocalFileSystem.class", "replimon/hadoop/NioLocalFileSystem$Raw.class"} <= names
     assert [p.name for p in tmp_path.iterdir()] == [target.name]  # no build directory left behind
+
+
+def test_a_failed_compile_names_its_first_error(tmp_path: Path) -> None:
+    """Without Hadoop's jars the source does not compile: one line, the compiler's first error."""
+    compiler = localfs.javac()
+    assert compiler is not None
+    with pytest.raises(RuntimeError, match=r"NioLocalFileSystem\.java:\d+: error: ") as caught:
+        localfs.build(tmp_path / "x.jar", tmp_path, compiler)
+    assert "\n" not in str(caught.value) and not str(caught.value).startswith("[")
+    assert not (tmp_path / "x.jar").exists()
