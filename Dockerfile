@@ -25,7 +25,7 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
  && pip install --no-cache-dir -c constraints.txt -r requirements.txt
 
 # The project itself, without the dev extras; its dependencies are all satisfied above.
-COPY README.md ./
+COPY README.md setup.py ./
 COPY replimon ./replimon
 COPY producers ./producers
 COPY streaming ./streaming

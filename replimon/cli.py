@@ -183,7 +183,7 @@ def demo(
 @app.command()
 def schema(
     check: Annotated[bool, typer.Option("--check", help="exit 1 if the checked-in schema is stale")] = False,
-    write: Annotated[bool, typer.Option("--write", help="regenerate conf/schemas/event-v1.schema.json")] = False,
+    write: Annotated[bool, typer.Option("--write", help="regenerate replimon/contract/event-v1.schema.json")] = False,
 ) -> None:
     """Print (or check, or regenerate) the JSON Schema of event contract v1."""
     from replimon.contract.parse import SCHEMA_PATH, json_schema, write_json_schema

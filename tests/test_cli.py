@@ -200,7 +200,7 @@ def test_schema_check_passes(capsys: pytest.CaptureFixture[str]) -> None:
 def test_schema_prints_the_checked_in_schema(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["schema"]) == 0
     out = capsys.readouterr().out
-    assert out == (ROOT / "conf" / "schemas" / "event-v1.schema.json").read_text(encoding="utf-8")
+    assert out == (ROOT / "replimon" / "contract" / "event-v1.schema.json").read_text(encoding="utf-8")
 
 
 def test_config_prints_effective_settings(

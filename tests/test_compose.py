@@ -6,7 +6,8 @@ Docker engine allows (docs/docker.md says what that leaves out).
 - Cross-checks that catch drift between files that must agree: bind mounts and Grafana's paths
   (dashboards/common.py, the provisioning YAML), the job's addresses (the kafka and postgres
   services), the topics kafka-topics creates (replimon's config), the Spark Kafka package (the
-  installed pyspark), the image's contents (pyproject's packages, .dockerignore).
+  installed pyspark), the image's contents (setup.py's package folders, .dockerignore, the wheel
+  its build context makes).
 - The job's and the simulator's command lines parse with the real CLI; the simulator's, run
   offline into a file and through ``replimon check``, raises exactly the alerts it injects.
 - The job's healthcheck command runs against the real PostgreSQL and its migrations.
@@ -36,6 +37,7 @@ from replimon.cli import app, main
 from replimon.config import load_settings
 from replimon.dashboards import common
 from replimon.producers.simulator import CATALOGUE, parse_injection
+from tests.support.wheel import build_wheel, setup_py, tracked_files, wheel_names, wheel_of_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -109,15 +111,18 @@ def exec_form(args: str) -> list[str]:
     return shlex.split(args)
 
 
-def image_copies() -> list[tuple[str, PurePosixPath]]:
-    """(source in the build context, absolute destination in the image) of every COPY, in order.
+def image_copies(until: int | None = None) -> list[tuple[str, PurePosixPath]]:
+    """(source in the build context, absolute destination in the image) of every COPY, in order
+    (of those before instruction number ``until`` when given).
 
     Docker's rules as far as this Dockerfile needs them: a relative destination is under the
     current WORKDIR; with several sources or a destination ending in '/', each source lands
     inside it under its own name; with one source, the destination is that source's new path."""
     workdir = PurePosixPath("/")
     copies: list[tuple[str, PurePosixPath]] = []
-    for instr, args in dockerfile_instructions(DOCKERFILE.read_text(encoding="utf-8")):
+    for i, (instr, args) in enumerate(dockerfile_instructions(DOCKERFILE.read_text(encoding="utf-8"))):
+        if until is not None and i >= until:
+            break
         if instr == "WORKDIR":
             workdir = workdir / args
         elif instr == "COPY":
@@ -128,6 +133,17 @@ def image_copies() -> list[tuple[str, PurePosixPath]]:
             for src in sources:
                 copies.append((src.rstrip("/"), target / PurePosixPath(src).name if into_dir else target))
     return copies
+
+
+def project_install() -> tuple[int, PurePosixPath]:
+    """(instruction number, working directory) of the RUN that installs the project itself."""
+    workdir = PurePosixPath("/")
+    for i, (instr, args) in enumerate(dockerfile_instructions(DOCKERFILE.read_text(encoding="utf-8"))):
+        if instr == "WORKDIR":
+            workdir = workdir / args
+        elif instr == "RUN" and re.search(r"pip install [^&]*-c constraints\.txt \.(\s|$)", args):
+            return i, workdir
+    raise AssertionError("the Dockerfile has no `pip install -c constraints.txt .`")
 
 
 def repo_path(container_path: str) -> Path:
@@ -365,15 +381,41 @@ def test_kafka_topics_creates_exactly_the_configured_topics() -> None:
 # ------------------------------------------------------------------------------- the image
 def test_image_holds_every_package_and_the_config() -> None:
     copied = {src for src, _ in image_copies()}
-    project = pyproject()
-    dirs = set(project["tool"]["setuptools"]["package-dir"].values())
-    top = {d.split("/")[0] for d in dirs}
-    missing = top - copied
-    assert not missing, f"pyproject's package dirs {sorted(missing)} are not copied into the image"
-    assert {"pyproject.toml", "constraints.txt", project["project"]["readme"], "conf"} <= copied
+    folders = set(setup_py().ROOTS.values())
+    missing = folders - copied
+    assert not missing, f"the package folders {sorted(missing)} are not copied into the image"
+    assert {"pyproject.toml", "setup.py", "constraints.txt", pyproject()["project"]["readme"], "conf"} <= copied
     for src in copied:
         assert (ROOT / src).exists(), f"the Dockerfile copies {src}, which does not exist"
     assert repo_path("/app/conf/docker.yaml") == DOCKER_CONF
+
+
+def test_the_image_installs_the_wheel_the_tree_builds(tmp_path: Path) -> None:
+    """What the Dockerfile has copied when it installs the project (its build context through
+    .dockerignore) builds the same wheel as the tree: the wheel tests/test_wheel.py runs."""
+    index, workdir = project_install()
+    ignore = [line.strip() for line in DOCKERIGNORE.read_text(encoding="utf-8").splitlines()
+              if line.strip() and not line.startswith("#")]
+    tracked = tracked_files()
+    context = tmp_path / "image"
+    copied = 0
+    for src, dest in image_copies(until=index):
+        if dest != workdir and workdir not in dest.parents:
+            continue
+        for f in tracked:
+            if (f == src or f.startswith(src + "/")) and not _ignored(ignore, f):
+                target = context / dest.relative_to(workdir) / PurePosixPath(f).relative_to(src)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes((ROOT / f).read_bytes())
+                copied += 1
+    assert copied > 150
+    image = wheel_names(build_wheel(context, tmp_path / "dist"))
+    assert image == wheel_names(wheel_of_tree(tmp_path)), sorted(image ^ wheel_names(wheel_of_tree(tmp_path / "again")))
+    # the dependencies the image installs first are the project's runtime list, which is all the
+    # wheel test's environment has (it refuses the dev extra's packages)
+    deps_run = " ".join(args for i, (instr, args) in enumerate(dockerfile_instructions(DOCKERFILE.read_text(encoding="utf-8")))
+                        if instr == "RUN" and i < index)
+    assert "['project']['dependencies']" in deps_run and "-r requirements.txt" in deps_run
 
 
 def test_dockerfile_installs_the_project_as_the_compose_file_expects() -> None:

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.wheel import setup_py
+
 ROOT = Path(__file__).resolve().parents[1]
-# Source folder -> the package it installs as (pyproject.toml, package-dir).
-PACKAGES = {"replimon": "replimon", "streaming": "replimon.streaming", "producers": "replimon.producers",
-            "dashboards": "replimon.dashboards"}
+# Source folder -> the package it installs as (setup.py's ROOTS).
+PACKAGES = {folder: package for package, folder in setup_py().ROOTS.items()}
 ENTRY_POINTS = {"replimon.cli", "replimon.demo"}
 SPARK = ("replimon.streaming", "pyspark")
 

@@ -6,7 +6,7 @@ int), no unknown fields (a new field is a new contract version), ids restricted 
 ``[A-Za-z0-9._:-]{1,128}``, every integer a non-negative 64-bit value (Spark's LongType).
 
 Cross-field rules the table states in words are model validators, and are repeated as
-``if``/``then`` clauses in the generated JSON Schema (``conf/schemas/event-v1.schema.json``) so
+``if``/``then`` clauses in the generated JSON Schema (``replimon/contract/event-v1.schema.json``) so
 that an integration team can validate with any JSON Schema tool:
 
 * decision: ``config`` is present iff ``kind == "config"``; a config decision has ``count == 1``;

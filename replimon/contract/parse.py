@@ -44,7 +44,7 @@ _ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
 # numbers beyond 64 bits) goes to the models, which decide and word the reason as before.
 _loads = orjson.loads
 _MAX_BYTES = 1 << 20
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "conf" / "schemas" / "event-v1.schema.json"
+SCHEMA_PATH = Path(__file__).with_name("event-v1.schema.json")  # ships in the wheel
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 Each case is a record (a dict, sent as JSON) and what must happen to it:
 
-* valid records parse to a model and validate against ``conf/schemas/event-v1.schema.json``;
+* valid records parse to a model and validate against ``replimon/contract/event-v1.schema.json``;
 * invalid records return :class:`Invalid` whose reason names the field, and -- when the rule is one
   a JSON Schema can express -- the checked-in schema rejects them too.
 

@@ -1,13 +1,14 @@
 """The job under ``spark-submit`` on a Spark standalone cluster (``docs/cluster.md``).
 
 A master and two workers (1 core each) from the pyspark package on 127.0.0.1; the job is the
-wheel ``make wheel`` builds, installed into a fresh virtual environment that has no other copy of
-replimon (its third-party packages come from the project's environment through a ``.pth`` line,
-which does not bring the project's editable install along). spark-submit runs the wheel's
-``replimon/streaming/submit.py`` in replay mode against the session broker and PostgreSQL, with
-that environment's Python for the driver and the executors. Checked:
+wheel built from the tree, installed into a fresh virtual environment that has no other copy of
+replimon and none of the dev extra's packages (``tests/support/wheel.py``). spark-submit runs the
+wheel's ``replimon/streaming/submit.py`` in replay mode against the session broker and PostgreSQL,
+with that environment's Python for the driver and the executors, over a fleet of the four families
+with a fault in each. Checked:
 
-* PostgreSQL holds exactly the alert ids ``Monitor().run(events)`` gives;
+* PostgreSQL holds exactly the alert ids ``Monitor().run(events)`` gives, among them each
+  family's fault alert;
 * the driver ran on spark-submit's master and imported replimon from the wheel;
 * both workers ran tasks (their executors' logs), and every Python worker process under them was
   started from the wheel's environment.
@@ -18,10 +19,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -36,7 +35,14 @@ import yaml
 from replimon.core import Monitor
 from replimon.embedded import free_port
 from replimon.store.reads import RunReader
-from tests.support import eventually, publish, settings_for, simulate
+from tests.support import eventually, publish, settings_for
+from tests.support.wheel import (
+    FOUR_FAMILY_ALERTS,
+    child_env,
+    four_family_events,
+    fresh_env,
+    wheel_of_tree,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.broker, pytest.mark.postgres]
 
@@ -52,12 +58,9 @@ def spark_home() -> Path:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without anything that would choose a Python or a config for the
-    child (the session's own Spark fixture may have set PYSPARK_PYTHON to the project's Python)."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYSPARK_", "REPLIMON_", "SPARK_")) and k != "PYTHONPATH"}
-    env.update(SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP=HOST, **extra)
-    return env
+    """An environment for the cluster's processes: nothing that would choose a Python, a path or a
+    config for them (tests/support/wheel.py), Spark's home and loopback."""
+    return child_env(SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP=HOST, **extra)
 
 
 def stop_group(proc: subprocess.Popen[bytes]) -> None:
@@ -154,37 +157,8 @@ def standalone(tmp_path: Path) -> Iterator[Standalone]:
 
 @pytest.fixture
 def wheel_python(tmp_path: Path) -> Path:
-    """A fresh virtual environment whose only replimon is the wheel built from this tree.
-
-    Its other packages (pyspark, pandas, pyarrow, confluent-kafka, ...) are the project's, through
-    a ``.pth`` line; ``CLUSTER_TEST_FULL_INSTALL=1`` installs the wheel with all its dependencies
-    from the package index instead (``-c constraints.txt``; about 1 GB and a minute more)."""
-    shutil.rmtree(ROOT / "build", ignore_errors=True)  # as `make wheel`: no stale modules in the wheel
-    dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(dist)],
-                   check=True, capture_output=True, timeout=300)
-    (wheel,) = dist.glob("replimon-*.whl")
-    venv = tmp_path / "venv"
-    python = venv / "bin" / "python"
-    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q"]
-    if os.environ.get("CLUSTER_TEST_FULL_INSTALL") == "1":
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-        subprocess.run([*pip, "-c", str(ROOT / "constraints.txt"), str(wheel)], check=True,
-                       capture_output=True, timeout=900)
-        return python
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             check=True, capture_output=True, text=True).stdout.strip()
-    # A path line in a .pth adds the folder but runs none of the .pth files inside it, so the
-    # project's editable install (a .pth hook) does not come along.
-    deps = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
-    (Path(purelib) / "replimon-deps.pth").write_text("\n".join(deps) + "\n")
-    # (cwd: with -c, Python imports from the working directory first, where this tree's replimon is)
-    probe = subprocess.run([str(python), "-c", "import replimon"], capture_output=True, env=clean_env(),
-                           cwd=tmp_path)
-    assert probe.returncode != 0, "the fresh environment must not see the project's replimon"
-    subprocess.run([*pip, "--no-deps", str(wheel)], check=True, capture_output=True, timeout=300)
-    return python
+    """The fresh environment's Python, with the wheel built from this tree installed."""
+    return fresh_env(wheel_of_tree(tmp_path), tmp_path / "venv")
 
 
 def process_tree() -> dict[int, int]:
@@ -237,9 +211,11 @@ class PythonWorkerWatch(threading.Thread):
 def test_spark_submit_on_standalone_cluster(standalone: Standalone, wheel_python: Path, broker: Any,
                                             postgres: Any, topic_prefix: str, tmp_path: Path) -> None:
     settings = settings_for(broker, postgres, topic_prefix, tmp_path)
-    events = simulate(60, "beyond_horizon:g1@15s", "node_silent:g2@25s", "divergent_decision:g3@40s")
+    events = four_family_events(60)
     publish(settings, events)
-    want = {a.alert_id for a in Monitor().run(events)}
+    expected = Monitor().run(events)
+    want = {a.alert_id for a in expected}
+    assert {(a.group, a.kind) for a in expected if a.severity != "info"} == FOUR_FAMILY_ALERTS
     config = tmp_path / "replimon.yaml"
     config.write_text(yaml.safe_dump(settings.model_dump(mode="json")))
     run_id = f"cluster-{uuid.uuid4().hex[:8]}"
@@ -279,9 +255,11 @@ def test_spark_submit_on_standalone_cluster(standalone: Standalone, wheel_python
     assert f"master {standalone.url}" in out, out[-3000:]
     assert f"replimon from {wheel_root}" in out, out[-3000:]
 
-    got = RunReader(settings.postgres.dsn, run_id).alert_ids()
-    assert want, "the trace must raise alerts"
+    stored = RunReader(settings.postgres.dsn, run_id).alerts()
+    got = {a["alert_id"] for a in stored}
     assert got == want, (sorted(want - got), sorted(got - want))
+    # every family's fault, found by the job on the cluster (and nothing else of note)
+    assert {(a["group"], a["kind"]) for a in stored if a["severity"] != "info"} == FOUR_FAMILY_ALERTS
 
     app = master_json(standalone.webui_port)
     (done,) = [a for a in app["completedapps"] if a["name"] == "replimon"]

@@ -14,7 +14,7 @@ import pytest
 
 from replimon.contract import ConfigReport, Decision, Execution, Heartbeat
 
-SCHEMA_FILE = Path(__file__).resolve().parents[2] / "conf" / "schemas" / "event-v1.schema.json"
+SCHEMA_FILE = Path(__file__).resolve().parents[2] / "replimon" / "contract" / "event-v1.schema.json"
 INT64_MAX = 2**63 - 1
 MIB = 1 << 20
 
