@@ -1,6 +1,6 @@
 """The group's log: deciding instances, nodes learning and executing them, pruning what all have.
 
-The decision model follows the worklog (`docs/seeds/000-xcom-event-horizon-wl11512.md`) and
+The decision model follows the worklog (WL#11512, `docs/sources.md`) and
 MySQL's ``xcom_base.cc``, as `docs/simulator.md` "Model" describes:
 
 * Each tick the proposer (the first reachable member of the active configuration: a

@@ -1,6 +1,6 @@
 """One simulated chain-replication group: replicas, an etcd-like view manager, tick by tick.
 
-What it models (docs/families.md 4.1; the seed docs/seeds/004, cstorey/chain-replication-experiment
+What it models (docs/families.md 4.1; the chain notes of docs/sources.md, cstorey/chain-replication-experiment
 `views.rs`, `etcd.rs`, `store.rs`):
 
 * **The view manager** keeps its state in an etcd-like store whose revision grows at every write

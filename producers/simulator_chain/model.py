@@ -5,8 +5,8 @@ A replica's store is a log of entries at positions 1, 2, ... (position 0 = empty
 ``ViewChange`` entries carrying the view they install (`messages.in.rs` ``LogEntry::ViewChange``).
 Every entry is stamped with an epoch: data with the epoch of the head that accepted it, a view
 change with the epoch it installs. A replica tracks ``(epoch, pos)``: the epoch of the last view
-it installed and its last log position, the CAS precondition of every append (seed: "we'll
-replace the offsets with tuples of ``(Epoch, LogPos)``").
+it installed and its last log position, the CAS precondition of every append (seed "View manager glue": the offsets of an append become
+``(Epoch, LogPos)`` pairs).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One simulated Postgres multimaster group: mtm's generations, tick by tick.
 
-What it models (docs/families.md 2.1; docs/seeds/002-mtm-generations.md, "The voting procedure",
-"Generation switching procedure", "Walreceiver", "Liveness"):
+What it models (docs/families.md 2.1; the multimaster note of docs/sources.md, seed "The voting
+procedure", "Generation switching procedure", "Walreceiver", "Liveness."):
 
 * **Voting.** A node that can never be online in its current generation (DEAD), or that is ONLINE
   while the nodes it can reach miss a member, campaigns after a short random delay
@@ -78,7 +78,7 @@ class GenGroupSim(Scripted):
         self.held: tuple[GenNode, Gen, tuple[str, ...]] | None = None  # a campaign won, untold
         ids = tuple(f"n{i}" for i in range(1, n + 1))
         self.configured = ids
-        first = Gen(1, ids, ids)  # seed: "Initially we set first generation <1, all nodes>"
+        first = Gen(1, ids, ids)  # seed "The voting procedure": generation 1 holds every node
         self.nodes: dict[str, GenNode] = {
             i: GenNode(i, clock_offset_ms=self.rng.randint(-40, 40),
                        hb_phase_ms=self.rng.randint(0, heartbeat_ms - 1), gen=first, donors=ids,
@@ -178,7 +178,7 @@ class GenGroupSim(Scripted):
             return voter.last_online_in  # already granted exactly this: nothing changes
         if proposal.num <= voter.last_vote.num:
             return "low"
-        # seed, Liveness: "the only new node relative to curr gen must be vote initiator"
+        # seed "Liveness.": a voter accepts no new member other than the candidate itself
         if not set(proposal.members) - set(voter.gen.members) <= {candidate}:
             return None
         voter.last_vote = proposal

@@ -1,6 +1,6 @@
 """One simulated replicated-log group: halon's replicas, Paxos legislatures and leases, tick by tick.
 
-What it models (docs/families.md 3.1; docs/seeds/003-qlog-reconfiguration-rfc.md; halon's
+What it models (docs/families.md 3.1; halon's RFC 014 of docs/sources.md; halon's
 `replicated-log/src/Control/Distributed/Log/Internal.hs`):
 
 * **Decrees.** One proposer at a time passes decree ``(leg, num)`` in its legislature, proposing

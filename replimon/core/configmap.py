@@ -1,5 +1,5 @@
 """The per-group configuration map of XCom (docs/rules.md, "The configuration map"; worklog 3 in
-``docs/seeds/000-xcom-event-horizon-wl11512.md``).
+WL#11512, ``docs/sources.md``).
 
 Pure: no I/O, no clock, no Spark. The simulator uses it to place and refuse config commands the way
 MySQL's ``xcom_base.cc`` does; the monitor rebuilds the same map from decided commands and checks

@@ -294,7 +294,7 @@ def test_one_lying_heartbeat_is_one_regression_not_a_broken_cas_after_it() -> No
 
 
 def test_the_bootstrap_self_view_at_epoch_0_is_no_cas() -> None:
-    """Each replica starts in a default view containing itself (seed, "Bootstrapping"); reported
+    """Each replica starts in a default view containing itself (seed "View changes"); reported
     as an install at epoch 0 from 0, it is not a change (found with the chain simulator)."""
     t = Trace()
     for n in ABC:

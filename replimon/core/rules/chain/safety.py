@@ -10,7 +10,7 @@ arrives first: CHAIN_VIEW_CONFLICT, CHAIN_TWO_HEADS, CHAIN_LOG_DIVERGENCE. CHAIN
 previous state never judges its first report, the first after a restart, nor one after a gap in
 its seq (``ChainNode`` then holds nothing to compare with until a report states it again).
 
-"Seed" is docs/seeds/004-chain-view-changes.md (cstorey/chain-replication-experiment
+"Seed" is the chain notes of docs/sources.md (cstorey/chain-replication-experiment
 ``doc/NOTES.md``); the code cited is that repository's ``src/store.rs``,
 ``src/view_management/views.rs``, ``src/view_management/etcd.rs`` and
 ``src/replica/messages.in.rs``, as docs/families.md section 0 lists them.
@@ -50,8 +50,8 @@ class ChainSafety:
     # -- set facts --------------------------------------------------------------------------------
     def view(self, epoch: int, chain: list[str], ev: dict[str, Any], here: dict[str, Any]) -> View | None:
         """A replica reports view ``(epoch, chain)`` (an install or a heartbeat): the registry and
-        CHAIN_VIEW_CONFLICT. Epoch 0 is every replica's bootstrap default ("Initialize each replica
-        with a default containing self"): never registered, never compared."""
+        CHAIN_VIEW_CONFLICT. Epoch 0 is every replica's bootstrap default, a view of itself alone
+        (seed "View changes"): never registered, never compared."""
         if epoch <= 0:
             return None
         known = self.views.get(epoch)
@@ -66,8 +66,8 @@ class ChainSafety:
         elif ev["ts_ms"] < known.ts:
             known.ts = ev["ts_ms"]  # the view's earliest report, whatever the arrival order
         if known.chain != chain:
-            # Seed "Wedging": "stamp configuration changes with the sequencer's version number"
-            # (etcd's modified index): one epoch is one view. views.rs: only the head stores the
+            # Seed "Wedging": every configuration change is stamped with the external sequencer's
+            # version (etcd's modified index), so one epoch is one view. views.rs: only the head stores the
             # view change, and every other replica applies that same ViewChange entry.
             self.ctx.violation(
                 "CHAIN_VIEW_CONFLICT", ("epoch", epoch),
@@ -179,14 +179,14 @@ class ChainSafety:
 
     def view_cas(self, cn: ChainNode, node: str, ev: dict[str, Any], here: dict[str, Any]) -> None:
         """CHAIN_VIEW_NOT_CAS: an installed view that is not a CAS from the replica's (epoch, pos)."""
-        # Seed ``viewChanged``: "if assumed_epoch != self.current_epoch || next_epoch <=
-        # self.current_epoch { return Err(WrongEpoch) }", then the ViewChange entry goes at
-        # ``last_sent_pos.next()``; "View manager glue": "essentially a CAS from the previous view
-        # to the new view"; views.rs ``append_entry(curr, curr.next(), ViewChange)``.
+        # Seed ``viewChanged`` (under "View manager glue"): WrongEpoch unless the assumed epoch is
+        # the current one and the next epoch is above it; the ViewChange entry then takes the
+        # next log position. A view change is a compare-and-set from the previous view to the
+        # next; views.rs ``append_entry(curr, curr.next(), ViewChange)``.
         epoch, from_epoch, pos = ev["epoch"], ev["from_epoch"], ev["pos"]
         if epoch == from_epoch == 0:
-            # The bootstrap default "containing self" (seed "Bootstrapping"), reported as a view
-            # at epoch 0: not a change, so not a CAS (docs/rules.md, "The chain family").
+            # The bootstrap default, a view of the replica alone (seed "View changes"), reported as
+            # a view at epoch 0: not a change, so not a CAS (docs/rules.md, "The chain family").
             return
         why = []
         if epoch <= from_epoch:
@@ -205,8 +205,7 @@ class ChainSafety:
     def add_at_tail(self, cn: ChainNode, node: str, ev: dict[str, Any], here: dict[str, Any]) -> None:
         """CHAIN_ADD_NOT_AT_TAIL: the view ``node`` installs puts a newcomer before a survivor of
         the view it was in (not judged from the epoch-0 bootstrap view)."""
-        # Seed "Integration with passive CM": "we aim to ensure that new nodes can only be added
-        # to the tail"; etcd.rs orders members by ``create_in_order`` (a new slot sorts last).
+        # Seed "Integration with passive CM": a node joins a chain only at its tail; etcd.rs orders members by ``create_in_order`` (a new slot sorts last).
         # Survivors may be reordered (a re-created slot moves a survivor to the tail): not judged.
         if cn.epoch <= 0 or not cn.chain:
             return
@@ -229,9 +228,9 @@ class ChainSafety:
         ctx = self.ctx
         epoch, pos, assumed = ev["epoch"], ev["pos"], ev["assumed"]
         if cn.known and epoch < cn.epoch:
-            # Seed "Integration with passive CM": an epoch in the replication protocol "to avoid a
-            # client-proxy that hasn't yet observed a view change sending writes to what used to
-            # be the head"; "View manager glue": ``(Epoch, LogPos)`` offsets with the CAS, in place of
+            # Seed "Integration with passive CM": the replication protocol carries an epoch so that
+            # a client-proxy that missed a view change cannot write to a former head; "View
+            # manager glue": ``(Epoch, LogPos)`` offsets with the CAS, in place of
             # messages.in.rs ``AppendLogEntry``'s ``LogPos`` offsets (store.rs compares them).
             ctx.violation(
                 "CHAIN_STALE_EPOCH_WRITE", (node, epoch, pos),
@@ -257,9 +256,9 @@ class ChainSafety:
                     ev["ts_ms"], instance=pos, node=node,
                     evidence=[e for e in (cn.report, here) if e is not None])
         if cn.wedged >= 0 and epoch == cn.wedged:
-            # Seed "Wedging": "Record view change marking the current view as wedged (so all
-            # messages with that same epoch fail as wedged)"; the quoted §4.7: the wedge is "to
-            # prevent the shard from accepting any new client requests". The code has no wedging
+            # Seed "Wedging": a suspected failure marks the current view wedged, and every message
+            # of that epoch then fails; the paper's §4.7 as the seed reports it: a wedged shard
+            # takes no new client request. The code has no wedging
             # (store.rs, replica: positions only), so the seed is the only source.
             ctx.violation(
                 "CHAIN_WEDGED_WRITE", (node, epoch),

@@ -66,9 +66,9 @@ class ChainWedges:
         lim = ctx.limits
         now = max(ctx.clock, ctx.ext) - lim.skew_ms
         for e, (w, node, evidence) in self.wedges.items():
-            # Seed "Wedging": "we'll then need an external view manager to select a new view and
-            # push the config to the new nodes"; §4.7: "Next, the sequencer issues a
-            # reconfiguration of the wedged shard". A wedged epoch that no view replaces stops
+            # Seed "Wedging": after a wedge an external view manager must choose the next view and
+            # give it to the new members; the paper's §4.7 as the seed reports it: the sequencer
+            # then reconfigures the wedged shard. A wedged epoch that no view replaces stops
             # the chain. (The code has no wedging; views.rs only writes the views it is given.)
             cond = WEDGE + str(e)
             if cond not in ctx.open and now - max(w, ctx.quiet_end) >= lim.chain_wedge_ms:
@@ -90,16 +90,16 @@ class ChainWedges:
             # was: they do not depend on when the evaluation ran (live batches, replay, check).
             ev = [cn.lease] if cn.lease is not None else []
             # etcd.rs: each member holds a slot created ``create_in_order`` with ``TTL`` (2 s) and
-            # renewed every ``TTL / 2`` (``maybe_sleep``, ``maybe_send_hb``); seed: "Move to a
-            # 'lease' based mechanism for keeping replicas alive". The TTL judged is the event's.
+            # renewed every ``TTL / 2`` (``maybe_sleep``, ``maybe_send_hb``); seed "View changes":
+            # replicas stay members by renewing a lease. The TTL judged is the event's.
             if now - since > cn.ttl and (LEASE + m) not in ctx.open:
                 ctx.fire(LEASE + m, "CHAIN_LEASE_EXPIRED", (m, cn.renewed),
                          f"{m}, a member of epoch {cur.epoch if cur else '?'}, did not renew its "
                          f"{cn.ttl} ms lease within {cn.ttl} ms (plus the {lim.skew_ms} ms skew "
                          "allowance) of its last renewal.",
                          cn.renewed, node=m, evidence=ev)
-            # Seed: "Once the CM detects a topology change, it sends that change to the (new?)
-            # head"; etcd.rs: a slot whose TTL ran out comes as a ``WatchEvent::Dead`` and leaves
+            # Seed "View changes": the configuration manager sends a changed topology to the
+            # head; etcd.rs: a slot whose TTL ran out comes as a ``WatchEvent::Dead`` and leaves
             # the member list (``update_view``) from which the next view is assembled
             # (``current_view``). A chain needs every member to commit, so a dead member left in
             # the view stops it.

@@ -89,8 +89,8 @@ class GenSafety:
                    src: Src) -> None:
         """GEN_REGRESSION: a persisted number lower than the node reported before (any
         incarnation). ``values``: field -> value of this report."""
-        # Seed "The algorithm for safety", GenState: "persists to disk on update; must never go
-        # backwards"; TLA+: the state is saved before it is used (MtmStateSave in src/state.c),
+        # Seed "The algorithm for safety", GenState: the generation state is written to disk when
+        # it changes and never moves back; TLA+: the state is saved before it is used (MtmStateSave in src/state.c),
         # and LastVoteGECurrentGen holds across every action only if no number decreases.
         ctx = self.ctx
         before = {"gen.num": gn.max_gen, "last_vote.num": gn.max_vote, "last_online_in": gn.max_loi}

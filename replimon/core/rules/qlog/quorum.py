@@ -71,14 +71,14 @@ class HeldQuorum:
         if len(hits) >= need:
             return
         if kind == "reconf":
-            # RFC "The group has quorum": "stop using the intersection of acceptors to pass the
-            # reconfiguration, and instead use the old membership. This solves (2)"; "Have
-            # `reconfigure` succeed only when there is quorum"; Internal.hs ``reconfigure``
-            # ("Served only if the group has quorum").
+            # RFC "The group has quorum": a reconfiguration passes with the old membership, not
+            # the intersection of the old and new acceptors, which removes situation (2); RFC
+            # "Consensus and replicated-log API changes": ``reconfigure`` succeeds only with a
+            # quorum, as Internal.hs ``reconfigure`` documents.
             kind_name, what = "QLOG_RECONF_WITHOUT_OLD_QUORUM", "Reconf"
         else:
-            # RFC situation (2): "Any request that uses the delayed replicas D and E as quorum
-            # will cause the state copies to diverge"; BasicPaxos ``propose`` waits for
+            # RFC situation (2): any decree passed with the delayed replicas alone as its quorum
+            # makes the copies diverge; BasicPaxos ``propose`` waits for
             # ``expectQuorum`` acks of the legislature's acceptors.
             kind_name, what = "QLOG_DECREE_WITHOUT_QUORUM", "values decree"
         self.ctx.violation(

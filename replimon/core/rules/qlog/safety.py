@@ -8,7 +8,7 @@ whichever side arrives first: QLOG_DIVERGENT_DECREE in its three forms. QLOG_REC
 marks the first execution of each Reconf for the timeline. The two quorum rules of passed decrees
 need a legislature's membership from other replicas and wait for it (``quorum.py``).
 
-"RFC" is docs/seeds/003-qlog-reconfiguration-rfc.md; the code cited is halon's
+"RFC" is halon's RFC 014 (docs/sources.md); the code cited is halon's
 ``replicated-log/src/Control/Distributed/Log/Internal.hs`` ("Internal.hs") and
 ``consensus-paxos``' BasicPaxos, as docs/families.md section 0 lists them.
 """
@@ -140,8 +140,8 @@ class QlogSafety:
 
     def _executed_value(self, k: int, value: list[Any], node: str, ev: dict[str, Any],
                         here: dict[str, Any]) -> None:
-        # QLOG_DIVERGENT_DECREE (a). RFC "Constraints" ("the replicated state is the same in all
-        # replicas") and situation (2) (D and E pass a Reconf at a number already passed on A,
+        # QLOG_DIVERGENT_DECREE (a). RFC "Constraints" (every replica ends with the same state)
+        # and situation (2) (D and E pass a Reconf at a number already passed on A,
         # B, C); Internal.hs executes a decree only at the watermark's number from the stored
         # log, so two replicas that execute number k execute its one chosen value. A skipped
         # Reconf is still the value stored at k, and is compared too.
@@ -216,12 +216,10 @@ class QlogSafety:
         entry[1] = ev["leg"]
         entry[2] = entry[2] or set(ev["synced_with"]) >= set(new)
         entry[3] = False  # a new sync: the Reconf it leads to is still to come
-        # QLOG_RECOVER_UNSAFE. RFC "The group has no quorum": "at least half of the replicas in
-        # the old membership take part in the new one", relocated replicas counting as the old
-        # ones they were seeded from; Internal.hs ``recover`` doc ("Recovering is safe only if at
-        # least half of the replicas of the current membership take part in the new membership
-        # (recovered replicas count as replicas in the old membership)"). go/Recover does not
-        # check it, so the monitor does, once the acceptors are synced.
+        # QLOG_RECOVER_UNSAFE. RFC "The group has no quorum": the new membership must keep half
+        # or more of the old replicas, a replica relocated from an old one's state counting as
+        # that one; the ``recover`` doc of Internal.hs states the same condition. go/Recover does
+        # not check it, so the monitor does, once the acceptors are synced.
         old = set(ev["old"])
         moved = {r["from"]: r["node"] for r in ev.get("relocated", ())}
         old_star = {moved.get(n, n) for n in old}
@@ -237,10 +235,9 @@ class QlogSafety:
 
     def recovery_passed(self, qn: QlogNode, node: str, ev: dict[str, Any], src: Src) -> None:
         """QLOG_RECOVER_UNSYNCED: a round of the recover path (``recovery`` true) by ``node``."""
-        # RFC "The group has no quorum": "By asking all the acceptors in the new membership to be
-        # online, we can scan the acceptors for any accepted decrees and propagate them to a
-        # quorum of acceptors. From then on it is safe to submit a reconfiguration request";
-        # ``prl_sync`` doc ("All acceptors are scanned ... so they all need to be online");
+        # RFC "The group has no quorum": only once every acceptor of the new membership is online
+        # and their accepted decrees have been scanned and spread to a quorum may the new
+        # membership be submitted; the ``prl_sync`` doc needs every acceptor online for the scan;
         # Internal.hs go/Recover proposes (``proposeLeaseRequest``) only after "recovery
         # synchronized acceptors". The new membership is the Reconf's member set, or the
         # acceptors when Paxos chose an earlier value (``chooseValue``) in the round.
