@@ -3,7 +3,7 @@ once, is nothing else raised, does the job's memory stay flat, does it keep up?
 
 Run from the repository root with the project's interpreter::
 
-    .venv/bin/python bench/demo_soak.py                   # 20 minutes of demo (issue 16 item 5)
+    .venv/bin/python bench/demo_soak.py                   # 20 minutes of demo
     .venv/bin/python bench/demo_soak.py --minutes 4       # a shorter look, same verdicts
     .venv/bin/python bench/demo_soak.py --offline         # minutes: the same fleet through the core only
     .venv/bin/python bench/demo_soak.py --groups 1000 --rate 10000                        # the rate mode
@@ -32,7 +32,7 @@ warning or critical alert anywhere is a false alert; info alerts (configurations
 elections, views) are counted, never judged. Memory: the medians of the samples of the first
 minute after ``--first`` and of the last minute, and their ratio.
 
-**The rate mode** (issue 17 item 6: the soak at the pipeline benchmark's scale and rate):
+**The rate mode** (the soak at the pipeline benchmark's scale and rate):
 ``--groups G`` with ``--rate R`` (events/s) or ``--rate-from`` a ``bench/pipeline.py`` result
 (the highest rate kept up at G groups there, with that run's nodes, trigger and families; none
 kept up: it says so and stops). The fleet is G groups of ``--nodes`` (default 5) of

@@ -1,5 +1,5 @@
 """Alert latency of the live job, part by part: where a violation's alert spends the time between
-its event and its row in PostgreSQL (issue 17 item 2).
+its event and its row in PostgreSQL.
 
 One process starts the embedded broker and PostgreSQL (``EmbeddedStack``, as ``replimon demo``)
 and one Spark session, then runs the demo's own path once per variant (each on its own topics,

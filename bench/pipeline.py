@@ -125,7 +125,7 @@ SCHEMA = 1
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = BENCH_DIR / "results" / "pipeline.json"
 TARGET_GROUPS = 1000
-TARGETS = ((10_000, 1.5), (40_000, 3.0))  # issue 17 item 3: (events/s kept up, p99 alert latency s) at 1,000 groups
+TARGETS = ((10_000, 1.5), (40_000, 3.0))  # (events/s kept up, p99 alert latency s) at 1,000 groups
 DEFAULT_PLOT = BENCH_DIR.parent / "docs" / "img" / "pipeline-latency.svg"
 LOAD_WARNING = 1.5
 MIN_STEADY = 3  # steady capacity batches below this: the figure is flagged
@@ -347,7 +347,7 @@ def tables(res: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
                               + f" in {r['batches_in_window']} batches"])
     out.append(("Where the time goes (medians per batch; CPU over the measured window, first run)", ["", ""], where))
     t = res["targets"]
-    if t is not None and "each" in t:  # results before issue 17 judged another target
+    if t is not None and "each" in t:  # older results judged another target
         out.append((f"Targets at {TARGET_GROUPS} groups (highest rate kept up: "
                     f"{fmt(t['highest_kept_up_events_per_s'])} ev/s)", ["target", "verdict"], [
             [f"{x['events_per_s']:,} ev/s kept up with p99 <= {x['p99_s']:g} s",
@@ -360,7 +360,7 @@ def render(res: dict[str, Any], stream: Any = None) -> None:
 
 
 def targets(per: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Issue 17 item 3's targets (``TARGETS``) judged on the run at ``TARGET_GROUPS`` groups: a
+    """The targets (``TARGETS``) judged on the run at ``TARGET_GROUPS`` groups: a
     target is met by a rate run at or above its rate that kept up with its p99 at most the
     target's; ``why`` says what the nearest run showed."""
     g = next((x for x in per if x["groups"] == TARGET_GROUPS and "highest_kept_up" in x), None)

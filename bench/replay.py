@@ -13,7 +13,7 @@ shorter windows from the same start (``--fit-s``) for a fit of its cost (fixed +
 Each figure is records read / wall time of the ``replay`` call (planning, the Spark job or query,
 PostgreSQL writes included), as a median over the repetitions; the core chain is measured before
 and after the replays (``--core-repeat`` times each) and its median over both is the ceiling.
-The target (issue 17): window events/s at least the one-thread chain's (half of two cores').
+The target: window events/s at least the one-thread chain's (half of two cores').
 
     .venv/bin/python bench/replay.py                     # about 15 minutes
     .venv/bin/python bench/replay.py --groups 50 --seconds 60 --from-s 30 --to-s 50 --checkpoint-s 10 \
