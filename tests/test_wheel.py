@@ -37,9 +37,9 @@ def installed(tree_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     return fresh_env(tree_wheel, tmp_path_factory.mktemp("fresh") / "venv").parent
 
 
-def run(argv: list[str], cwd: Path, **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=300,
-                          check=False, **kw)  # type: ignore[call-overload]
+def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``argv`` from ``cwd`` (not the checkout), with nothing in the environment choosing a path."""
+    return subprocess.run(argv, cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=300, check=False)
 
 
 # -- what the wheel holds -------------------------------------------------------------------------------
