@@ -192,7 +192,7 @@ class GroupMonitor:
         live.departed(members)
         quorum = family.quorum_set()
         if quorum is not None:
-            live.check_quorum(*quorum)
+            live.check_quorum(*quorum, family.suspicions)
         family.evaluate()
 
     # -- reading the state ------------------------------------------------------------------------

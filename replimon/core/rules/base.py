@@ -113,12 +113,28 @@ class Context:
 
     def resolve(self, cond: str, why: str, event_ts: int,
                 evidence: list[dict[str, Any]] | None = None) -> None:
-        """Close the wedge open under ``cond``, if any (same id, "Resolved: ``why``")."""
+        """Close the wedge open under ``cond``, if any (same id, "Resolved: ``why``").
+
+        ``evidence``: the events that show the condition cleared; without it, the group's latest
+        event (the verdict was taken on the history up to it), so a resolution always cites
+        what healed, never the firing's evidence again."""
         a = self.open.pop(cond, None)
         if a is None:
             return
+        if not evidence:
+            evidence = self.latest() or a.evidence
         self.out.append(Alert(a.alert_id, a.group, a.kind, RESOLVED, event_ts, self.detected,
-                              f"Resolved: {why}", a.instance, a.node, evidence or a.evidence))
+                              f"Resolved: {why}", a.instance, a.node, evidence))
+
+    def latest(self) -> list[dict[str, Any]]:
+        """Evidence naming the group's latest event (by event time, then node: the same whatever
+        the arrival order), or nothing before the first."""
+        best: NodeState | None = None
+        key: tuple[int, str] = (-1, "")
+        for node, ns in self.nodes.items():
+            if ns.last_ev is not None and (ns.last_ts, node) > key:
+                best, key = ns, (ns.last_ts, node)
+        return [] if best is None else [self.ref(best.last_ev, best.last_src)]
 
     @staticmethod
     def ref(ev: dict[str, Any], src: Src = None) -> dict[str, Any]:

@@ -35,6 +35,7 @@ class QlogRules:
     name: ClassVar[str] = QLOG
     types: ClassVar[frozenset[str]] = frozenset(
         ("qlog.decree", "qlog.passed", "qlog.recover", "qlog.heartbeat"))
+    suspicions: ClassVar[bool] = True
 
     __slots__ = ("ctx", "live", "nodes", "safety", "held", "wedges", "decided", "passed_max")
 
