@@ -113,9 +113,11 @@ class Liveness:
             if ctx.clock - ns.last_ts <= lim.skew_ms:  # the common case first (every evaluation)
                 continue
             cond = "silent:" + m
-            if cond in ctx.open:
-                continue
+            if cond in ctx.open or ns.held:
+                continue  # (events held for earlier ones of its own: it publishes)
             last = self.last_heard(m, ns)
+            if self.came_in(m, ns) >= ctx.clock - lim.skew_ms:
+                continue  # heard with the rest of the group (its clock is behind theirs)
             since = max(last, ctx.quiet_end)
             if now - lim.skew_ms - since >= lim.node_silent_ms:
                 ctx.fire(
@@ -134,6 +136,13 @@ class Liveness:
             return max(ns.last_ts, kept[1] - self.ctx.limits.skew_ms)
         return ns.last_ts
 
+    def came_in(self, node: str, ns: NodeState) -> int:
+        """The group's clock when ``node``'s last event came in, as ``note`` kept it, or its stamp:
+        a member whose last event came in within the skew of the group's last went quiet with
+        the rest of the group, whatever its own clock says."""
+        kept = self.behind.get(node) if self.behind else None
+        return kept[1] if kept is not None and kept[0] == ns.last_ts else ns.last_ts
+
     def departed(self, members: tuple[str, ...]) -> None:
         """Close NODE_SILENT of nodes that are no longer members."""
         ctx = self.ctx
@@ -149,11 +158,14 @@ class Liveness:
         best = None
         for m in members:
             ns = ctx.nodes.get(m)
-            if ns is None or ns.last_ts < 0 or ("silent:" + m) in ctx.open:
+            if ns is None or ns.last_ts < 0 or ("silent:" + m) in ctx.open or ns.held:
                 continue
             if ctx.clock - ns.last_ts <= lim.skew_ms:
                 continue
-            at = max(self.last_heard(m, ns), ctx.quiet_end) + lim.node_silent_ms + lim.skew_ms
+            last = self.last_heard(m, ns)
+            if self.came_in(m, ns) >= ctx.clock - lim.skew_ms:
+                continue
+            at = max(last, ctx.quiet_end) + lim.node_silent_ms + lim.skew_ms
             best = at if best is None else min(best, at)
         return best
 
