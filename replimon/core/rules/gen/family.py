@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from replimon.core.rules.base import Context, Handler, NodeState, Src
 from replimon.core.rules.gen.held import HeldOnline
 from replimon.core.rules.gen.nodes import Gen, GenNode, members_of
-from replimon.core.rules.gen.safety import GenSafety, majority
+from replimon.core.rules.gen.safety import GenSafety, majority, migrate_xacts
 from replimon.core.rules.gen.wedges import GenWedges
 from replimon.core.rules.liveness import Liveness
 
@@ -201,7 +201,7 @@ class GenRules:
         return {**shared,
                 "gen_nodes": {n: {k: getattr(gn, k) for k in _NODE_FIELDS} for n, gn in self.nodes.items()},
                 "gens": [[g.num, list(g.members), list(g.configured), g.first] for g in s.gens.values()],
-                "xacts": {gid: dict(seen) for gid, seen in s.xacts.items()},
+                "xacts": dict(s.xacts),
                 "committed": [[m, *v] for m, v in s.committed.items()],
                 "switches": [list(e) for e in s.switches],
                 "wedges": self.wedges.dump(),
@@ -211,7 +211,7 @@ class GenRules:
         s = self.safety
         self.nodes = {n: GenNode(**v) for n, v in d["gen_nodes"].items()}
         s.gens = {g[0]: Gen(g[0], tuple(g[1]), tuple(g[2]), g[3]) for g in d["gens"]}
-        s.xacts = {gid: dict(seen) for gid, seen in d["xacts"].items()}
+        s.xacts = migrate_xacts(d["xacts"])
         s.committed = {c[0]: [c[1], c[2]] for c in d["committed"]}
         s.switches = [list(e) for e in d["switches"]]
         self.wedges.load(d["wedges"])
