@@ -113,6 +113,31 @@ def _order(item: Item) -> tuple[Any, ...]:
     return (e["ts_ms"], e["node"], e["incarnation"], e["seq"], item[0], item[1], item[2])
 
 
+def _aligned(items: list[Item], bound: int) -> Any:
+    """The order a group's events of one batch are fed in: ``_order``, except that a node whose
+    latest event in the batch is more than ``bound`` (``clock_skew_ms``) behind the batch's
+    latest has its events placed as if its clock were set to the others' (its own order kept):
+    they were all read together, and fed first by their stamps they would make the group's clock
+    jump from the slow node's time to the others' within the batch, a silence of the whole
+    group that never was (docs/rules.md, "Time"). A clock far ahead was restamped already
+    (``clocks.screen``); with every node within the bound this is ``_order``."""
+    latest: dict[str, int] = {}
+    for it in items:
+        e = it[3]
+        if e["ts_ms"] > latest.get(e["node"], -1):
+            latest[e["node"]] = e["ts_ms"]
+    top = max(latest.values(), default=-1)
+    shift = {n: top - t for n, t in latest.items() if top - t > bound}
+    if not shift:
+        return _order
+
+    def order(item: Item) -> tuple[Any, ...]:
+        e = item[3]
+        return (e["ts_ms"] + shift.get(e["node"], 0), e["node"], e["incarnation"], e["seq"], item[0], item[1], item[2])
+
+    return order
+
+
 def conflict_row(gm: GroupMonitor, item: Item, read: list[Item]) -> tuple[Any, ...]:
     """The dead letter of an event of another family than its group's (XCom, generations,
     quorum-log or chain, in either direction; ``check`` counts it as a bad line with the same reason). Its id is where it was read, so a retried batch gives the
@@ -228,7 +253,7 @@ class MonitorLogic:
         keeps its due time, or gets the next multiple of ``snapshot_ms`` after ``now``."""
         kept = groups[gm.group]
         del kept[4:]
-        if not emit:
+        if not emit and self.snapshot_ms > 0:  # (0: every batch that touches it snapshots it)
             kept.append(due if due is not None else (now // self.snapshot_ms + 1) * self.snapshot_ms)
 
     def wants_snapshot(self, fresh: bool, alerts: list[Alert], due: int | None, now: int) -> bool:
@@ -256,7 +281,11 @@ class MonitorLogic:
         # A clock far ahead drives no timer (docs/operations.md, "Clocks"): restamped first.
         read = items
         items, out = clocks.screen(gm, items, self.limits.clock_skew_ms, live_now)
-        items.sort(key=_order)
+        items.sort(key=_aligned(items, self.limits.clock_skew_ms))
+        if live_now is not None and items:
+            # a node's missing events are waited for past this batch (``read_through``), and
+            # every event of the batch was heard at its latest time at the earliest
+            gm.reading(live_now, max(i[3]["ts_ms"] for i in items))
         on_event, clock, belongs = gm.on_event, gm.clock, gm.belongs
         for topic, partition, offset, e in items:
             if dead is not None and not belongs(e["type"]):
@@ -272,6 +301,16 @@ class MonitorLogic:
                     out.extend(gm.on_timer(ts))
             out.extend(on_event(e, {"topic": topic, "partition": partition, "offset": offset}, live_now))
         return out
+
+    def read_through(self, gm: GroupMonitor, now: int) -> list[Alert]:
+        """Live: this batch has been read to its end on every partition (``GroupMonitor.
+        read_through``): a live batch reads each partition up to where it stood when the batch
+        was planned, or, capped, all of them up to one record time (docs/kafka-source.md). An
+        event held for earlier ones of its node is given up on only after a later batch than the
+        one that brought it, so a partition whose writes lag the others' cannot make its events
+        look lost (docs/rules.md, EVENTS_LOST). Replay reads bounded ranges and judges holds on
+        event time alone, as ``replimon check`` does."""
+        return gm.read_through(now) if self.time_mode == LIVE else []
 
     def due(self, gm: GroupMonitor, now: int) -> list[Alert]:
         """Fire what is due at ``now`` (a timer that is already due never waits a batch)."""
@@ -335,6 +374,7 @@ class MonitorLogic:
         outside = self.outside(now, clock)
         for gm, alerts, before, fresh in gms:
             alerts += self.due(gm, outside)
+            alerts += self.read_through(gm, now)
             due = snapshot_due(groups[gm.group])
             self.keep(groups, gm)
             emit = self.wants_snapshot(fresh, alerts, due, now)
@@ -390,6 +430,8 @@ class MonitorLogic:
             if fires:
                 alerts = gm.on_timer(outside)
                 alerts += self.due(gm, outside)
+                if clock is not None:  # the last batch that brought this bucket rows was read
+                    alerts += self.read_through(gm, clock[0])
                 self.keep(groups, gm)
             else:  # only its snapshot is due: the state is unchanged
                 _remember(self.limits, kept[0], gm)

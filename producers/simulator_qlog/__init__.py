@@ -5,6 +5,7 @@ from replimon.producers.fleet_run import FaultSpec, Injection, SimSummary, parse
 from replimon.producers.simulator.fleet import DEFAULT_START_MS, JsonlSink
 from replimon.producers.simulator_qlog.faults import (
     CATALOGUE,
+    IMPLIED,
     parse_injection,
 )
 from replimon.producers.simulator_qlog.fleet import SimOptions, Simulator
@@ -13,6 +14,7 @@ __all__ = [
     "CATALOGUE",
     "DEFAULT_START_MS",
     "FaultSpec",
+    "IMPLIED",
     "Injection",
     "JsonlSink",
     "SimOptions",

@@ -138,20 +138,24 @@ def screen(gm: GroupMonitor, items: list[Any], bound: int, now: int | None) -> t
     time, the reference; None (a replay): the reference of an event is the latest time of the
     group's other nodes, in its state and in this batch (a group's only node is trusted)."""
     top: dict[str, int] = {n: ns.last_ts for n, ns in gm.ctx.nodes.items() if ns.last_ts >= 0}
-    if now is None:
-        for it in items:
-            node, ts = it[3]["node"], it[3]["ts_ms"]
-            if ts > top.get(node, -1):
-                top[node] = ts
+    for it in items:
+        node, ts = it[3]["node"], it[3]["ts_ms"]
+        if ts > top.get(node, -1) and (now is None or not judge(ts, now, bound)):
+            top[node] = ts
     best = sorted(((t, n) for n, t in top.items()), reverse=True)[:2]
     kept: list[Any] = []
     alerts: list[Alert] = []
     for it in items:
         e = it[3]
-        reference = now if now is not None else next((t for t, n in best if n != e["node"]), None)
+        other = next((t for t, n in best if n != e["node"]), None)
+        reference = now if now is not None else other
         if reference is not None and judge(e["ts_ms"], reference, bound):
             src = {"topic": it[0], "partition": it[1], "offset": it[2]}
             alerts += report(gm, e, src, reference, now)
-            it = (it[0], it[1], it[2], restamp(e, reference))
+            # Live, stamped at the batch's time, or at the other nodes' latest if that is earlier
+            # (the batch is read behind the wall clock): a restamped node must not lead the
+            # others, or they would look silent when the group stops.
+            at = reference if now is None or other is None else min(now, other)
+            it = (it[0], it[1], it[2], restamp(e, at))
         kept.append(it)
     return kept, alerts

@@ -53,7 +53,17 @@ def dump(ctx: Context, live: Liveness, family: FamilyRules, next_eval: int) -> d
     }
     if family.name != XCOM:
         out["family"] = family.name
-    return live.save(family.dump(out))
+    out = live.save(family.dump(out))
+    # Where holds need more than the event's own time (``Admission``): an event that came in more
+    # than the skew behind the group's clock, or under a reported read (the live job), and the
+    # mark of the last read; only then, so a history within the skew saves what it always did.
+    holds = {n: marks for n, ns in ctx.nodes.items()
+             if (marks := [[h[0], h[1], h[4], h[5]] for h in ns.held if h[4] != h[2]["ts_ms"] or h[5] >= 0])}
+    if holds:
+        out["holds"] = holds
+    if ctx.read >= 0:
+        out["read"] = ctx.read
+    return out
 
 
 def load(d: dict[str, Any], ctx: Context, live: Liveness, family: FamilyRules) -> int:
@@ -65,6 +75,11 @@ def load(d: dict[str, Any], ctx: Context, live: Liveness, family: FamilyRules) -
     ctx.open = {k: Alert.from_dict(a) for k, a in d["open"]}
     ctx.fired = dict.fromkeys(d["fired"])
     ctx.counts = dict(d["counts"])
+    ctx.read = d.get("read", -1)
+    for n, marks in d.get("holds", {}).items():
+        ns = ctx.nodes[n]
+        at = {(m[0], m[1]): (m[2], m[3]) for m in marks}
+        ns.held = [(h[0], h[1], h[2], h[3], *at.get((h[0], h[1]), (h[4], h[5]))) for h in ns.held]
     live.progress_ts = d["progress_ts"]
     live.lag_since = dict(d["lag_since"])
     live.quorum = (d["quorum"][0], d["quorum"][1])
@@ -84,12 +99,13 @@ def _node_out(ns: NodeState) -> dict[str, Any]:
     # stored event, most of ``to_state``'s time).
     d = {name: getattr(ns, name) for name in _NODE_FIELDS}
     d["suspects"] = list(ns.suspects)
-    d["held"] = [[i, s, ev, src] for i, s, ev, src in ns.held]
+    d["held"] = [[h[0], h[1], h[2], h[3]] for h in ns.held]
     return d
 
 
 def _node_in(d: dict[str, Any]) -> NodeState:
     d = dict(d)
     d["suspects"] = tuple(d["suspects"])
-    d["held"] = [(i, s, ev, src) for i, s, ev, src in d["held"]]
+    # the arrival clock and read mark as an event held within the skew has them (``holds``)
+    d["held"] = [(h[0], h[1], h[2], h[3], h[2]["ts_ms"], -1) for h in d["held"]]
     return NodeState(**d)

@@ -161,10 +161,40 @@ class GroupMonitor:
         wedge = self.family.deadline()
         if wedge is not None and (node is None or wedge < node):
             node = wedge
+        if self.admission.holding and ctx.read >= 0:
+            held = self.admission.deadline()
+            if held is not None and (node is None or held < node):
+                node = held
         if "group_silent" in ctx.open:
             return node
         group = ctx.clock + ctx.limits.group_silent_ms + ctx.limits.skew_ms
         return group if node is None else min(group, node)
+
+    def reading(self, mark: int, latest: int = -1) -> None:
+        """The driver begins a read of its input with ``mark`` (increasing: the live job's batch
+        time) that brings this group's events up to event time ``latest``. Events that arrive now
+        and wait for earlier ones of their node wait at least until a later read ended
+        (``read_through``), and all of them were heard at ``latest`` at the earliest (whatever
+        order the driver feeds them in: ``Context.heard``). Not called: holds follow the group's
+        clock alone."""
+        self.ctx.batch = mark
+        self.ctx.batch_clock = latest
+
+    def read_through(self, mark: int) -> list[Alert]:
+        """The read ``mark`` ended with every partition of the input read to a common point (the
+        live job: at the end of each micro-batch, each of which reads every partition to where it
+        stood when the batch was planned, or all of them to one record time when capped:
+        docs/kafka-source.md): fire what the missing events' hold was waiting for
+        (``Admission``, EVENTS_LOST)."""
+        ctx = self.ctx
+        out: list[Alert] = []
+        if mark <= ctx.read:
+            return out
+        ctx.read = mark
+        if self.admission.holding:
+            ctx.out, ctx.now = out, mark  # the live job's mark is its batch time
+            self.admission.expire_held()
+        return out
 
     def flush(self) -> list[Alert]:
         """End of input: nothing held back can be completed any more; process it."""
@@ -192,7 +222,7 @@ class GroupMonitor:
         live.departed(members)
         quorum = family.quorum_set()
         if quorum is not None:
-            live.check_quorum(*quorum)
+            live.check_quorum(*quorum, family.suspicions)
         family.evaluate()
 
     # -- reading the state ------------------------------------------------------------------------

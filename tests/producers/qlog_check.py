@@ -12,7 +12,8 @@ One reading differs from families.md 3.5 as written, because halon takes and ren
 with a same-set Reconf (`Internal.hs` ``proposeLeaseRequest``), so a legislature is installed
 every lease renewal: a recover episode is closed by a Reconf to its ``new`` set or by one that
 installs another member *set* than its ``old``, not by any new legislature (else a live leader
-would close every episode within seconds and QLOG_RECOVER_STUCK could never fire).
+would close every episode within seconds and QLOG_RECOVER_STUCK could never fire), or by a Reconf
+that a majority of its ``old`` acked (the old quorum is back: the recovery is abandoned).
 """
 
 from __future__ import annotations
@@ -123,6 +124,10 @@ def _wedges(events: list[dict[str, Any]]) -> set[str]:
             led = t
         if t - max(since, led or since) >= NO_LEADER_MS:
             found.add("QLOG_NO_LEADER")
+        if ev["type"] == "qlog.passed" and ev["kind"] == "reconf" and not ev["recovery"]:
+            # the old membership's majority passed a Reconf: quorum is back, the recovery is over
+            episodes = {key: v for key, v in episodes.items()
+                        if len(v[1] & set(ev["acked"])) < _maj(len(v[1]))}
         if ev["type"] == "qlog.recover" and ev["phase"] == "started":
             episodes.setdefault((ev["node"], frozenset(ev["new"])), (t, frozenset(ev["old"])))
         if any(t - start >= RECOVER_STUCK_MS for start, _ in episodes.values()):

@@ -6,9 +6,18 @@ arrive out of order across types; admission restores each node's own order befor
 an event, and hands each event on exactly once, in that order, to the ``process`` it was given:
 
 * ``seq`` at or below the last processed one (same incarnation) is a duplicate: ignored;
-* ``seq`` beyond the next one is *held* until the missing ones arrive, or until the watermark
-  passes the held event's time (then they cannot arrive any more: EVENTS_LOST, and the held
-  events are processed);
+* ``seq`` beyond the next one is *held* until the missing ones arrive, or until they cannot
+  arrive any more (then EVENTS_LOST, and the held events are processed). That is judged in the
+  node's own order, not by its clock: the missing events were published before the held one, so
+  they are on their way once the input has been read past the held event's *arrival* on every
+  partition. Two bounds say so (``expired``): the group's clock has gone ``skew`` past the held
+  event's time, or past the group's clock when it came in if that was more than the skew later
+  (the input's disorder across partitions is bounded by the skew in the group's time: a node
+  whose clock is an hour behind its group-mates cannot make it expire at once, as its own stamp
+  alone did; within the skew nothing changes), and, where the driver reports its reads (the live job:
+  ``GroupMonitor.reading``, ``read_through``), a micro-batch after the one that brought it has
+  ended, every partition read past where the first one stopped (a partition whose writes lag
+  the others' is read by then, however far the group's clock moved within the first batch);
 * a node first seen with ``seq > 0`` is held the same way; when it expires before the group's
   boot was seen, the history began before the monitor did: INCOMPLETE_HISTORY (info, once);
 * a late event of the previous incarnation is still processed.
@@ -67,17 +76,22 @@ class Admission:
 
     def _hold(self, ns: NodeState, node: str, ev: dict[str, Any], src: Src) -> None:
         key = (ev["incarnation"], ev["seq"])
-        if any((i, s) == key for i, s, _, _ in ns.held):
+        if any((h[0], h[1]) == key for h in ns.held):
             self.ctx.counts["duplicates"] += 1
             return
-        ns.held.append((key[0], key[1], ev, src))
+        ctx = self.ctx
+        # The group's clock when it came in, if that is more than the skew past its own time (its
+        # node's clock is behind, or its partition's writes lag): the hold then counts from there.
+        ts = ev["ts_ms"]
+        at = ctx.clock if ctx.clock - ts > ctx.limits.skew_ms else ts
+        ns.held.append((key[0], key[1], ev, src, at, ctx.batch))
         ns.held.sort(key=lambda h: (h[0], h[1]))
         self.holding.add(node)
         self.ctx.counts["held"] += 1
 
     def _drain(self, ns: NodeState, node: str) -> None:
         while ns.held:
-            inc, seq, ev, src = ns.held[0]
+            inc, seq, ev, src = ns.held[0][:4]
             if (inc == ns.inc and seq <= ns.seq) or inc < ns.inc:
                 ns.held.pop(0)
                 self.ctx.counts["duplicates"] += 1
@@ -93,14 +107,30 @@ class Admission:
         if not ns.held:
             self.holding.discard(node)
 
+    def expired(self, held: tuple[int, int, dict[str, Any], Src, int, int]) -> bool:
+        """Whether the events missing before ``held`` cannot arrive any more (module doc): the
+        group's watermark passed the group's clock at its arrival, and, where reads are
+        reported, a read that began after the one that brought it has ended."""
+        ctx = self.ctx
+        return held[4] <= ctx.watermark and (held[5] < 0 or ctx.read > held[5])
+
+    def deadline(self) -> int | None:
+        """Where reads are reported: the mark after which a held event whose time is up waits
+        only for a later read to end (the live job then reads it at its next batch, with no
+        input of the group needed), or None."""
+        ctx = self.ctx
+        marks = [ns.held[0][5] for node in self.holding
+                 if (ns := ctx.nodes[node]).held and ns.held[0][5] >= ctx.read
+                 and ns.held[0][4] <= ctx.watermark]
+        return min(marks) + 1 if marks else None
+
     def expire_held(self, *, flush: bool = False) -> None:
-        """Give up waiting for missing events once the watermark passed the held ones
-        (``flush``: end of input, every held event)."""
-        wm = self.ctx.watermark
+        """Give up waiting for missing events that cannot arrive any more (``expired``;
+        ``flush``: end of input, every held event)."""
         for node in sorted(self.holding):
             ns = self.ctx.nodes[node]
-            while ns.held and (flush or ns.held[0][2]["ts_ms"] <= wm):
-                inc, seq, ev, src = ns.held.pop(0)
+            while ns.held and (flush or self.expired(ns.held[0])):
+                inc, seq, ev, src = ns.held.pop(0)[:4]
                 self._gap(ns, node, inc, seq, ev, src)
                 if inc == ns.inc:
                     ns.seq = seq

@@ -48,7 +48,9 @@ class NodeState:
     last_ts: int = -1  # event time of its last event (or when it became a member, if silent)
     last_ev: dict[str, Any] | None = None  # its last event, for NODE_SILENT's evidence
     last_src: Src = None
-    held: list[tuple[int, int, dict[str, Any], Src]] = field(default_factory=list)
+    # events held for missing ones: (incarnation, seq, event, src, the group clock when it came
+    # in, the group's read mark then: ``Admission``)
+    held: list[tuple[int, int, dict[str, Any], Src, int, int]] = field(default_factory=list)
 
 
 # What takes one admitted event: (its node's state, the node, the event, where it was read).
@@ -63,7 +65,7 @@ class Context:
     """
 
     __slots__ = ("group", "limits", "nodes", "history", "clock", "ext", "quiet_end", "open",
-                 "fired", "counts", "out", "now")
+                 "fired", "counts", "out", "now", "batch", "batch_clock", "read")
 
     def __init__(self, group: str, limits: Limits | None = None) -> None:
         self.group = group
@@ -78,6 +80,13 @@ class Context:
         self.counts = {"events": 0, "duplicates": 0, "held": 0, "lost": 0}
         self.out: list[Alert] = []
         self.now: int | None = None
+        # Where the driver reports its reads (the live job's micro-batches): the mark of the read
+        # under way (``GroupMonitor.reading``) and of the last one that ended with every partition
+        # of the input read to a common point (``read_through``); -1: not reported (``replimon
+        # check``: one file read in order; a replay). Only ``read`` is stored.
+        self.batch = -1
+        self.batch_clock = -1  # the latest event time of the group's events in that read
+        self.read = -1
 
     @property
     def detected(self) -> int:
@@ -113,12 +122,38 @@ class Context:
 
     def resolve(self, cond: str, why: str, event_ts: int,
                 evidence: list[dict[str, Any]] | None = None) -> None:
-        """Close the wedge open under ``cond``, if any (same id, "Resolved: ``why``")."""
+        """Close the wedge open under ``cond``, if any (same id, "Resolved: ``why``").
+
+        ``evidence``: the events that show the condition cleared; without it, the group's latest
+        event (the verdict was taken on the history up to it), so a resolution always cites
+        what healed, never the firing's evidence again."""
         a = self.open.pop(cond, None)
         if a is None:
             return
+        if not evidence:
+            evidence = self.latest() or a.evidence
         self.out.append(Alert(a.alert_id, a.group, a.kind, RESOLVED, event_ts, self.detected,
-                              f"Resolved: {why}", a.instance, a.node, evidence or a.evidence))
+                              f"Resolved: {why}", a.instance, a.node, evidence))
+
+    def latest(self) -> list[dict[str, Any]]:
+        """Evidence naming the group's latest event (by event time, then node: the same whatever
+        the arrival order), or nothing before the first."""
+        best: NodeState | None = None
+        key: tuple[int, str] = (-1, "")
+        for node, ns in self.nodes.items():
+            if ns.last_ev is not None and (ns.last_ts, node) > key:
+                best, key = ns, (ns.last_ts, node)
+        return [] if best is None else [self.ref(best.last_ev, best.last_src)]
+
+    def heard(self, ts: int) -> int:
+        """When an event stamped ``ts`` was heard on the group's clock: its stamp, or the clock
+        less the skew when it came in later than that (its node's clock is behind its
+        group-mates', or its partition lagged). Where a rule measures how long something has
+        lasted from one node's event against the others' (PENDING_CONFIG_STUCK's start, a
+        can_leave verdict's window), a slow clock then cannot make it look old; within the skew
+        nothing changes."""
+        clock = max(self.clock, self.batch_clock) - self.limits.skew_ms
+        return ts if ts >= clock else clock
 
     @staticmethod
     def ref(ev: dict[str, Any], src: Src = None) -> dict[str, Any]:

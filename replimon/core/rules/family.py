@@ -43,6 +43,8 @@ class FamilyRules(Protocol):
 
     name: ClassVar[str]  # the family: "xcom", ...
     types: ClassVar[frozenset[str]]  # the event types it takes
+    # whether the heartbeats' ``suspects`` count for QUORUM_* (silence always does)
+    suspicions: ClassVar[bool]
 
     @property
     def trusted(self) -> bool:
@@ -59,7 +61,9 @@ class FamilyRules(Protocol):
         """The members expected to publish (NODE_SILENT); None until the family knows them."""
 
     def quorum_set(self) -> tuple[tuple[str, ...], int] | None:
-        """The members whose majority must be live, and that majority (QUORUM_*); None: unknown."""
+        """The members whose majority must be live, and that majority (QUORUM_*); None: unknown
+        or not applicable. A member is not live when NODE_SILENT judges it silent, or, where
+        ``suspicions`` is set, when a majority of the members suspect it."""
 
     def deadline(self) -> int | None:
         """The outside-clock time at which a wedge that holds now would open (joins the group's

@@ -23,9 +23,10 @@ knows when a frontier moved and what "work pending" means for it.
   every event comes within the skew of the group's clock keep nothing and judge exactly as
   before.
 * QUORUM_AT_RISK / QUORUM_LOST: a member is live unless a majority of the members suspect it
-  (their latest heartbeats' ``suspects``), and for QUORUM_LOST also unless NODE_SILENT judges
-  it silent; the state must hold for the skew, since one moment's suspicions arrive one heartbeat
-  at a time. AT_RISK needs >= 3 members.
+  (their latest heartbeats' ``suspects``, in families where suspicions are sound) or NODE_SILENT
+  judges it silent (for AT_RISK: silent and missed by a live member too); the state must hold for
+  the skew, since one moment's suspicions arrive one heartbeat at a time. AT_RISK needs >= 3
+  members.
 * EXECUTOR_LAG: a member's executed frontier lags the group's decided one by more than the limit
   for ``executor_lag``.
 * NO_PROGRESS: work is pending and no frontier moved for ``no_progress``.
@@ -44,7 +45,7 @@ NODE_FORGET_MS = 300_000  # a node the family no longer expects, silent this lon
 class Liveness:
     """The shared wedges of one group, and the little state they keep between evaluations."""
 
-    __slots__ = ("ctx", "progress_ts", "lag_since", "quorum", "episodes", "behind")
+    __slots__ = ("ctx", "progress_ts", "lag_since", "quorum", "episodes", "behind", "out")
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -55,6 +56,9 @@ class Liveness:
         # member -> (its last stamp, the group clock when that event came in), only while that
         # clock was more than the skew past the stamp (``note``; stored only when not empty).
         self.behind: dict[str, tuple[int, int]] = {}
+        # members counted out of the quorum while its state is not ok (the resolution names those
+        # back; stored only when not empty)
+        self.out: list[str] = []
 
     def episode(self, cond: str) -> int:
         """The ordinal of this occurrence of ``cond``: an id made of history facts, not of when
@@ -109,9 +113,11 @@ class Liveness:
             if ctx.clock - ns.last_ts <= lim.skew_ms:  # the common case first (every evaluation)
                 continue
             cond = "silent:" + m
-            if cond in ctx.open:
-                continue
+            if cond in ctx.open or ns.held:
+                continue  # (events held for earlier ones of its own: it publishes)
             last = self.last_heard(m, ns)
+            if self.came_in(m, ns) >= ctx.clock - lim.skew_ms:
+                continue  # heard with the rest of the group (its clock is behind theirs)
             since = max(last, ctx.quiet_end)
             if now - lim.skew_ms - since >= lim.node_silent_ms:
                 ctx.fire(
@@ -130,6 +136,13 @@ class Liveness:
             return max(ns.last_ts, kept[1] - self.ctx.limits.skew_ms)
         return ns.last_ts
 
+    def came_in(self, node: str, ns: NodeState) -> int:
+        """The group's clock when ``node``'s last event came in, as ``note`` kept it, or its stamp:
+        a member whose last event came in within the skew of the group's last went quiet with
+        the rest of the group, whatever its own clock says."""
+        kept = self.behind.get(node) if self.behind else None
+        return kept[1] if kept is not None and kept[0] == ns.last_ts else ns.last_ts
+
     def departed(self, members: tuple[str, ...]) -> None:
         """Close NODE_SILENT of nodes that are no longer members."""
         ctx = self.ctx
@@ -145,11 +158,14 @@ class Liveness:
         best = None
         for m in members:
             ns = ctx.nodes.get(m)
-            if ns is None or ns.last_ts < 0 or ("silent:" + m) in ctx.open:
+            if ns is None or ns.last_ts < 0 or ("silent:" + m) in ctx.open or ns.held:
                 continue
             if ctx.clock - ns.last_ts <= lim.skew_ms:
                 continue
-            at = max(self.last_heard(m, ns), ctx.quiet_end) + lim.node_silent_ms + lim.skew_ms
+            last = self.last_heard(m, ns)
+            if self.came_in(m, ns) >= ctx.clock - lim.skew_ms:
+                continue
+            at = max(last, ctx.quiet_end) + lim.node_silent_ms + lim.skew_ms
             best = at if best is None else min(best, at)
         return best
 
@@ -170,11 +186,14 @@ class Liveness:
         a history without it saves exactly the keys it always did."""
         if self.behind:
             out["behind"] = {n: list(v) for n, v in self.behind.items()}
+        if self.out:
+            out["quorum_out"] = list(self.out)
         return out
 
     def restore(self, d: dict[str, Any]) -> None:
         """What `save` wrote (nothing: nothing kept)."""
         self.behind = {n: (v[0], v[1]) for n, v in d.get("behind", {}).items()}
+        self.out = list(d.get("quorum_out", ()))
 
     def forget(self, expected: set[str]) -> None:
         """Drop nodes the family no longer expects that have been silent for ``NODE_FORGET_MS``
@@ -187,46 +206,69 @@ class Liveness:
                 self.behind.pop(node, None)
 
     # -- QUORUM_AT_RISK / QUORUM_LOST -------------------------------------------------------------
-    def check_quorum(self, members: tuple[str, ...], majority: int) -> None:
+    def check_quorum(self, members: tuple[str, ...], majority: int, suspicions: bool = True) -> None:
+        """QUORUM_AT_RISK / QUORUM_LOST over ``members`` (``majority`` of them must be live).
+
+        ``suspicions``: whether the family's heartbeats' ``suspects`` count (a member a majority
+        suspects is not live); False where they are not sound (generations: a campaign isolates
+        every node for a few seconds, legally). Silence counts in every family (SPEC section 8):
+        a member NODE_SILENT judges silent is not live for QUORUM_LOST, since when a majority
+        crashes nobody is left to suspect it; for QUORUM_AT_RISK a silent member counts only when
+        a member that is live names it in ``suspects`` (its node is down or cut off, not only its
+        publisher): one member's publisher outage is NODE_SILENT's alert alone (docs/rules.md,
+        "QUORUM_AT_RISK / QUORUM_LOST")."""
         ctx = self.ctx
         nodes = ctx.nodes
         votes: dict[str, int] = {}  # suspicions of each node by members (every evaluation: no Counter)
-        for m in members:
-            for s in nodes[m].suspects:
-                votes[s] = votes.get(s, 0) + 1
-        trusted = [m for m in members if votes.get(m, 0) < majority] if votes else list(members)
-        # For QUORUM_LOST a member NODE_SILENT judges silent is not live either: when two of three
-        # members crash, only the survivor is left to suspect them, so a majority of suspecters
-        # never forms and suspicions alone would never say the quorum is lost. One silent member
-        # alone has its own alert (NODE_SILENT) and is not counted for AT_RISK, which would
-        # otherwise double every single publisher outage (docs/rules.md, "QUORUM_LOST").
         open_ = ctx.open
+        if suspicions:
+            for m in members:
+                for s in nodes[m].suspects:
+                    votes[s] = votes.get(s, 0) + 1
+        trusted = [m for m in members if votes.get(m, 0) < majority] if votes else list(members)
         silent = [m for m in trusted if "silent:" + m in open_] if open_ else []
-        live = [m for m in trusted if "silent:" + m not in open_] if silent else trusted
+        live = [m for m in trusted if m not in silent] if silent else trusted
         state = "ok"
         if len(live) < majority:
             state = "QUORUM_LOST"
-        elif len(trusted) == majority and len(members) >= 3:
-            state = "QUORUM_AT_RISK"
-        if state != "QUORUM_LOST":
-            silent, live = [], trusted
+        else:
+            named: set[str] = set()
+            if silent:
+                for m in live:
+                    named.update(nodes[m].suspects)
+            silent = [m for m in silent if m in named]  # silent, and a live member misses it too
+            live = [m for m in trusted if m not in silent] if silent else trusted
+            if len(members) >= 3 and len(live) == majority:
+                state = "QUORUM_AT_RISK"
+        out = [m for m in members if m not in live]
         cur, since = self.quorum
         if state != cur:
             if cur != "ok":
+                back = [m for m in self.out if m in live]
                 ctx.resolve("quorum", f"quorum state is now {state.lower().replace('_', ' ')} "
-                            f"({len(live)} of {len(members)} members live).", ctx.clock)
+                            f"({len(live)} of {len(members)} members live).", ctx.clock,
+                            self._last_events(back) or None)
             self.quorum = (state, ctx.clock)
+            self.out = out if state != "ok" else []
         elif state != "ok" and ctx.watermark >= since and "quorum" not in ctx.open:
+            self.out = out
             suspected = sorted(m for m in members if votes.get(m, 0) >= majority)
             evidence = [ctx.ref(ns.last_ev, ns.last_src) for m in members
-                        if (ns := nodes[m]).last_ev is not None and (ns.suspects or m in silent)]
+                        if (ns := nodes[m]).last_ev is not None
+                        and ((suspicions and ns.suspects) or m in silent)]
             quiet = f"; silent: {', '.join(sorted(silent))}" if silent else ""
             ctx.fire(
                 "quorum", state, (state, self.episode("quorum")),
-                f"{len(live)} of {len(members)} members of the active configuration are live "
-                f"(majority {majority}); suspected by a majority: {', '.join(suspected) or 'none'}"
-                f"{quiet}.",
+                f"{len(live)} of {len(members)} members of the active configuration "
+                f"are live (majority {majority}); suspected by a majority: "
+                f"{', '.join(suspected) or 'none'}{quiet}.",
                 since, evidence=evidence[:9])
+
+    def _last_events(self, nodes: list[str]) -> list[dict[str, Any]]:
+        """Evidence: the last event of each of ``nodes`` (those the monitor holds one of)."""
+        ctx = self.ctx
+        return [ctx.ref(ns.last_ev, ns.last_src) for n in nodes
+                if (ns := ctx.nodes.get(n)) is not None and ns.last_ev is not None]
 
     # -- frontier rules, run by the family with its frontiers ------------------------------------
     def progressed(self, ts: int) -> bool:

@@ -34,6 +34,7 @@ class ChainRules:
     name: ClassVar[str] = CHAIN
     types: ClassVar[frozenset[str]] = frozenset(
         ("chain.view", "chain.wedge", "chain.append", "chain.heartbeat"))
+    suspicions: ClassVar[bool] = False
 
     __slots__ = ("ctx", "live", "nodes", "safety", "wedges")
 

@@ -5,9 +5,9 @@ Events, in each node's seq order: ``gen.state`` (a completed transition of the n
 generation state), ``gen.heartbeat`` (every second: the same numbers, ``node_status`` and
 ``suspects``) and ``gen.xact`` (sampled transactions). What the family supplies to the shared
 rules (docs/families.md 2.5): the members expected to publish are the ``configured`` set of the
-highest generation reported; there is no quorum set (GEN_NO_ONLINE is the family's loss of
-quorum, ``wedges.py`` says why) and no decided frontier (NO_PROGRESS and EXECUTOR_LAG are not
-supplied). The wedges are in ``wedges.py``.
+highest generation reported, and so is the quorum set, counted by silence only (the heartbeats'
+suspicions are not sound here: ``quorum_set``); there is no decided frontier (NO_PROGRESS and
+EXECUTOR_LAG are not supplied). The wedges are in ``wedges.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from replimon.core.rules.base import Context, Handler, NodeState, Src
 from replimon.core.rules.gen.held import HeldOnline
 from replimon.core.rules.gen.nodes import Gen, GenNode, members_of
-from replimon.core.rules.gen.safety import GenSafety, majority
+from replimon.core.rules.gen.safety import GenSafety, majority, migrate_xacts
 from replimon.core.rules.gen.wedges import GenWedges
 from replimon.core.rules.liveness import Liveness
 
@@ -31,6 +31,7 @@ class GenRules:
 
     name: ClassVar[str] = GEN
     types: ClassVar[frozenset[str]] = frozenset(("gen.state", "gen.heartbeat", "gen.xact"))
+    suspicions: ClassVar[bool] = False
 
     __slots__ = ("ctx", "live", "nodes", "safety", "wedges", "held")
 
@@ -133,8 +134,17 @@ class GenRules:
         return None if cur is None else cur.configured
 
     def quorum_set(self) -> tuple[tuple[str, ...], int] | None:
-        """None: GEN_NO_ONLINE is the family's loss of quorum (rules/gen/wedges.py says why)."""
-        return None
+        """The configured nodes of the highest generation reported and their majority (mtm's
+        ``Quorum``: more than half of the configured nodes; one of two, since a two-node cluster
+        may run with a referee and the monitor cannot see it). Counted by silence only
+        (``suspicions`` is False): during a campaign every node may be isolated for a few seconds,
+        legally (docs/families.md 2.7, the GEN_NO_ONLINE near miss), and isolated nodes keep
+        publishing, while crashed ones fall silent."""
+        cur = self._current()
+        if cur is None:
+            return None
+        n = len(cur.configured)
+        return cur.configured, 1 if n == 2 else majority(n)
 
     def deadline(self) -> int | None:
         gens = self.safety.gens
@@ -191,7 +201,7 @@ class GenRules:
         return {**shared,
                 "gen_nodes": {n: {k: getattr(gn, k) for k in _NODE_FIELDS} for n, gn in self.nodes.items()},
                 "gens": [[g.num, list(g.members), list(g.configured), g.first] for g in s.gens.values()],
-                "xacts": {gid: dict(seen) for gid, seen in s.xacts.items()},
+                "xacts": dict(s.xacts),
                 "committed": [[m, *v] for m, v in s.committed.items()],
                 "switches": [list(e) for e in s.switches],
                 "wedges": self.wedges.dump(),
@@ -201,7 +211,7 @@ class GenRules:
         s = self.safety
         self.nodes = {n: GenNode(**v) for n, v in d["gen_nodes"].items()}
         s.gens = {g[0]: Gen(g[0], tuple(g[1]), tuple(g[2]), g[3]) for g in d["gens"]}
-        s.xacts = {gid: dict(seen) for gid, seen in d["xacts"].items()}
+        s.xacts = migrate_xacts(d["xacts"])
         s.committed = {c[0]: [c[1], c[2]] for c in d["committed"]}
         s.switches = [list(e) for e in d["switches"]]
         self.wedges.load(d["wedges"])

@@ -14,13 +14,20 @@ crash before publishing is not judged.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from replimon.core.rules.base import Context, Src
 from replimon.core.rules.gen.nodes import Gen, GenNode, Members, members_of
 
 GENS_KEPT = 64  # generations remembered (docs/families.md 2.3)
-XACT_KEEP_MS = 120_000  # traced gids remembered for 2 minutes (docs/rules.md, the generations family)
+# Traced outcomes: one per gid, the first commit or abort reported, for 10 minutes of group clock
+# (docs/families.md 2.3), at most XACT_MAX gids (the oldest reported first are forgotten): about
+# 100 bytes a gid in the saved state (docs/rules.md, the generations family; bench/gen_xacts.py).
+XACT_KEEP_MS = 600_000
+XACT_MAX = 4_096
+_OUTCOME = {"committed": "c", "aborted": "a"}
+_PHASE = {v: k for k, v in _OUTCOME.items()}
 
 
 def majority(n: int) -> int:
@@ -42,7 +49,10 @@ class GenSafety:
         self.ctx = ctx
         self.gens: dict[int, Gen] = {}
         # gid -> {phase: [node, event_ts, evidence]} for committed / aborted (first of each)
-        self.xacts: dict[str, dict[str, list[Any]]] = {}
+        # gid -> "outcome xgen node ts incarnation seq [where]" (outcome c or a; where it was
+        # read as compact JSON): the first outcome reported, one short string (``outcome_of``
+        # rebuilds its evidence), oldest reported first
+        self.xacts: dict[str, str] = {}
         self.committed: dict[int, list[Any]] = {}  # xgen -> [gid, evidence] of a commit in it
         # donor switches judged by GEN_DONOR_STALE when a commit arrives later:
         # [node, n, p (its last_online_in before), configured(n), evidence]
@@ -214,16 +224,20 @@ class GenSafety:
                     f"{', '.join(missing)}: every member of the transaction's generation must "
                     "have prepared it.",
                     ev["ts_ms"], instance=xgen, node=node, evidence=[here])
-        seen = self.xacts.setdefault(gid, {})
-        if phase not in seen:
-            seen[phase] = [node, ev["ts_ms"], here]
-            other = seen.get("aborted" if phase == "committed" else "committed")
-            if other is not None:
-                c, a = (seen["committed"], seen["aborted"])
-                ctx.violation(
-                    "GEN_XACT_DIVERGENT", (gid,),
-                    f"{gid} was committed on {c[0]} and aborted on {a[0]}.",
-                    max(c[1], a[1]), instance=xgen, evidence=[c[2], a[2]])
+        code = _OUTCOME[phase]
+        known = self.xacts.get(gid)
+        if known is None:
+            where = " " + json.dumps(src, separators=(",", ":")) if src else ""
+            self.xacts[gid] = f"{code} {xgen} {node} {ev['ts_ms']} {ev['incarnation']} {ev['seq']}{where}"
+            if len(self.xacts) > XACT_MAX:
+                del self.xacts[next(iter(self.xacts))]
+        elif known[0] != code:
+            first = outcome_of(gid, known)
+            c, a = (here, first) if code == "c" else (first, here)
+            ctx.violation(
+                "GEN_XACT_DIVERGENT", (gid,),
+                f"{gid} was committed on {c['node']} and aborted on {a['node']}.",
+                max(c["ts_ms"], a["ts_ms"]), instance=xgen, evidence=[c, a])
         if phase == "committed" and xgen not in self.committed:
             self.committed[xgen] = [gid, here]
             if len(self.committed) > GENS_KEPT:
@@ -260,6 +274,36 @@ class GenSafety:
         xacts = self.xacts
         while xacts:
             gid = next(iter(xacts))
-            if any(now - v[1] <= XACT_KEEP_MS for v in xacts[gid].values()):
+            if now - int(xacts[gid].split(" ", 4)[3]) <= XACT_KEEP_MS:
                 return
             del xacts[gid]
+
+
+
+def outcome_of(gid: str, kept: str) -> dict[str, Any]:
+    """The evidence of a remembered outcome, as ``ref`` gave it when it was reported."""
+    code, xgen, node, ts, inc, seq, *where = kept.split(" ", 6)
+    out: dict[str, Any] = {"type": "gen.xact", "node": node, "ts_ms": int(ts), "incarnation": int(inc),
+                           "seq": int(seq)}
+    if where:
+        out.update(json.loads(where[0]))
+    return out | {"gid": gid, "xgen": int(xgen), "phase": _PHASE[code]}
+
+
+def migrate_xacts(saved: dict[str, Any]) -> dict[str, str]:
+    """``xacts`` of a saved state, in today's form: a state saved before kept each outcome of a
+    gid with its evidence ({phase: [node, ts, evidence]}); its first outcome is kept."""
+    out: dict[str, str] = {}
+    for gid, v in saved.items():
+        if isinstance(v, str):
+            out[gid] = v
+            continue
+        outcomes = sorted((e[1], p) for p, e in v.items() if p in _OUTCOME)
+        if outcomes:
+            phase = outcomes[0][1]
+            node, ts, here = v[phase]
+            src = {k: here[k] for k in ("topic", "partition", "offset", "file", "line") if k in here}
+            where = " " + json.dumps(src, separators=(",", ":")) if src else ""
+            out[gid] = (f"{_OUTCOME[phase]} {here.get('xgen', 0)} {node} {ts} {here.get('incarnation', 0)} "
+                        f"{here.get('seq', 0)}{where}")
+    return out

@@ -9,9 +9,10 @@ with no input at all (the group's deadline joins ``next_timer``).
 * GEN_NO_ONLINE (critical): no configured node that is not silent says, in its latest heartbeat,
   that it is online, for ``gen_no_online_ms``. In mtm a node is online only in a generation whose
   members are a quorum of connected nodes (``MtmGetCurrentStatusInGen``), so this is the family's
-  loss of quorum: it replaces QUORUM_AT_RISK / QUORUM_LOST for the family (an isolated group
-  passes through short windows without an online node during every campaign; the threshold waits
-  them out). A group whose configured nodes are all silent has GROUP_SILENT / NODE_SILENT instead.
+  loss of a *connected* quorum, beside QUORUM_AT_RISK / QUORUM_LOST, which count the silent nodes
+  (an isolated group passes through short windows without an online node during every campaign;
+  the threshold waits them out). A group whose configured nodes are all silent has GROUP_SILENT /
+  NODE_SILENT instead.
 * GEN_RECOVERY_STUCK (critical): a configured node's latest ``gen.state`` is RECOVERY in m for
   ``gen_recovery_stuck_ms``: commits in m need every member's PREPARE ack, so the group's writes
   wait for it (seed: "others already wait for us"). Key (node, m).

@@ -35,6 +35,7 @@ class QlogRules:
     name: ClassVar[str] = QLOG
     types: ClassVar[frozenset[str]] = frozenset(
         ("qlog.decree", "qlog.passed", "qlog.recover", "qlog.heartbeat"))
+    suspicions: ClassVar[bool] = True
 
     __slots__ = ("ctx", "live", "nodes", "safety", "held", "wedges", "decided", "passed_max")
 
@@ -106,7 +107,7 @@ class QlogRules:
                 for entry in other.recovers:
                     if entry[0] == new and entry[1] < ev["new_leg"]:
                         entry[3] = True
-            self.wedges.installed(ev["new_leg"], new, ev["ts_ms"])
+            self.wedges.installed(ev["new_leg"], new, ev["ts_ms"], [self.ctx.ref(ev, src)])
         qn.watermark = ev["num"] + 1
         self._executed(ns, node, ev["num"], ev, src)
         qn.report = self.ctx.ref(ev, src)
@@ -117,6 +118,8 @@ class QlogRules:
         safety.passed_value(ev, src)
         if ev["num"] > self.passed_max:
             self.passed_max = ev["num"]
+        if ev["kind"] == "reconf" and not ev["recovery"] and self.wedges.episodes:
+            self.wedges.regained(ev["acked"], ev["ts_ms"], self.ctx.ref(ev, src))
         if ev["recovery"]:
             safety.recovery_passed(qn, node, ev, src)
         elif not safety.recovery_open(qn, ev["acked"]):
@@ -141,7 +144,8 @@ class QlogRules:
         safety.install(leg, ev["members"], ev, src, executed=False)
         self._joined(before)
         if new and leg in safety.legs:
-            self.wedges.installed(leg, list(members_of(ev["members"])), ev["ts_ms"])
+            self.wedges.installed(leg, list(members_of(ev["members"])), ev["ts_ms"],
+                                  [self.ctx.ref(ev, src)])
         qn.watermark = ev["watermark"]
         qn.leader = ev.get("leader", "")
         qn.status = ev["status"]

@@ -18,8 +18,11 @@ input at all (its deadline joins the group's ``next_timer``).
   the old nor the new (another reconfiguration replaced the recovery). A legislature with the old
   set does not end it: every lease request and renewal in halon is a Reconf to the next
   legislature with the same members (``proposeLeaseRequest``), so "another legislature installed"
-  would close every episode within a lease period and the wedge could never fire. Key
-  ("recover", replica, leg, new).
+  would close every episode within a lease period and the wedge could never fire. But a Reconf
+  passed (not by the recover path) with the acks of a majority of the old membership after the
+  episode opened ends it too: the old members came back, the group has its quorum again, and the
+  recovery is abandoned (``recover`` is for a group without quorum: RFC, "The group has no
+  quorum"). Key ("recover", replica, leg, new).
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ class QlogWedges:
         if cond not in self.episodes:
             self.episodes[cond] = [node, leg, new, ts, old, evidence]
 
-    def installed(self, num: int, members: list[str], ts: int) -> None:
+    def installed(self, num: int, members: list[str], ts: int,
+                  evidence: list[dict[str, Any]] | None = None) -> None:
         """Legislature ``num`` was installed with ``members`` (sorted; from the executed Reconf or
         a heartbeat's report): close the episodes it completes or replaces (module docstring)."""
         for cond, (node, _leg, new, _start, old, _ev) in list(self.episodes.items()):
@@ -67,7 +71,18 @@ class QlogWedges:
                     how = ("the Reconf to it was executed" if members == new
                            else f"legislature {num} was installed")
                     self.ctx.resolve(cond, f"{node}'s recovery to {', '.join(new)} ended: {how}.",
-                                     ts)
+                                     ts, evidence)
+
+    def regained(self, acked: list[str], ts: int, evidence: dict[str, Any]) -> None:
+        """A Reconf passed at ``ts`` with ``acked`` (not by the recover path): the episodes
+        opened before it whose old membership it was a majority of are over (module docstring)."""
+        for cond, (node, _leg, new, start, old, _ev) in list(self.episodes.items()):
+            backed = [n for n in old if n in acked]
+            if start <= ts and len(backed) >= len(old) // 2 + 1:
+                del self.episodes[cond]
+                self.ctx.resolve(cond, f"{node}'s recovery to {', '.join(new)} was abandoned: "
+                                 f"{', '.join(sorted(backed))} of the old membership passed a "
+                                 "Reconf, so the group has its quorum again.", ts, [evidence])
 
     # -- evaluation ------------------------------------------------------------------------------
     def evaluate(self, cur: Leg | None, nodes: dict[str, QlogNode]) -> None:

@@ -108,7 +108,7 @@ class ConfigRules:
     def on_command(self, c: int, cfg: dict[str, Any], ev: dict[str, Any], src: Src) -> None:
         if c in self.records or c <= self.boot_instance or c <= self.cmd_floor:
             return
-        rec = CommandRecord(c, command_of(cfg), ev["ts_ms"], self.ctx.ref(ev, src))
+        rec = CommandRecord(c, command_of(cfg), self.ctx.heard(ev["ts_ms"]), self.ctx.ref(ev, src))
         late = bool(self.records) and c < next(reversed(self.records))
         self.records[c] = rec
         if late:

@@ -146,8 +146,8 @@ class DecisionRules:
             # The configuration whose majority decides can_leave(c): c itself, unless a later one
             # already started by then (its members, e.g. a joiner, then make the majority).
             deciders = self.cmap.active(cl)
-            chk = CanLeaveCheck(cfg.start, cl, deciders.member_ids, deciders.majority, ev["ts_ms"],
-                                self.ctx.ref(ev, src))
+            chk = CanLeaveCheck(cfg.start, cl, deciders.member_ids, deciders.majority,
+                                self.ctx.heard(ev["ts_ms"]), self.ctx.ref(ev, src))
             for m in deciders.member_ids:
                 ns = nodes.get(m)
                 if ns is not None and ns.executed >= cfg.start - 1:

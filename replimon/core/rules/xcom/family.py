@@ -43,6 +43,7 @@ class XComRules:
 
     name: ClassVar[str] = XCOM
     types: ClassVar[frozenset[str]] = frozenset(("decision", "execution", "heartbeat", "config"))
+    suspicions: ClassVar[bool] = True
 
     __slots__ = ("ctx", "live", "cmap", "config", "decisions", "decided", "decided_ts", "ahead",
                  "exec_adv_ts", "reach_ts", "member_set")
