@@ -98,13 +98,20 @@ class SqlAnnotation(cogbuilder.Builder[model.AnnotationTarget]):
 
 
 # -- shared fragments ------------------------------------------------------------------------------
+# An alert that is an event (a violation, a data alert) is in the range when its evidence's event
+# time is, or when it was detected in the range: a node whose clock runs behind stamps its events
+# in the past, but the monitor detects them now (docs/dashboards.md, "Health").
+SINCE = "({0}.event_ts >= $__timeFrom() OR {0}.detected_ts >= $__timeFrom())"
+IN_RANGE = "({0}.event_ts BETWEEN $__timeFrom() AND $__timeTo() OR {0}.detected_ts BETWEEN $__timeFrom() AND $__timeTo())"
+
+
 def open_alerts(where: str = "") -> str:
     """Alerts open at the end of the dashboard's range (the definition of "firing"):
 
     * a wedge is open from its firing row (detected by the end of the range) until its resolved
       row; it counts if it was not resolved by the end of the range, however long ago it fired;
     * a violation or a data alert never resolves (docs/rules.md, "Alert records"): it counts if
-      it happened in the range;
+      it happened in the range, by its event time or by when it was detected (``SINCE``);
     * info alerts (config installed or refused, incomplete history) are events, never problems:
       their rows have the status ``event`` (docs/postgres.md, "Tables"), never ``firing``.
 
@@ -120,7 +127,7 @@ LEFT JOIN alerts r ON r.run_id = f.run_id AND r.alert_id = f.alert_id AND r.stat
 WHERE f.run_id = {RUN} AND f.status = 'firing' AND f.severity IN ('critical', 'warning')
   AND f.event_ts <= $__timeTo() AND f.detected_ts <= $__timeTo(){extra}
   AND CASE WHEN f.category = 'wedge' THEN r.alert_id IS NULL
-      ELSE f.event_ts >= $__timeFrom() END"""
+      ELSE {SINCE.format('f')} END"""
 
 
 def health_levels(where: str = "") -> str:
@@ -160,7 +167,8 @@ def alert_spans(where: str = "") -> str:
     for a wedge, the seconds it was firing within the range (from its detection, or the start of
     the range, to its resolution, or the end of the range); NULL for the other categories, which
     are events and never resolve. Overlap: a wedge detected by the end of the range and not
-    resolved before its start; any other alert that happened in the range. ``where`` adds
+    resolved before its start; any other alert that happened (event time) or was detected in the
+    range. ``where`` adds
     conditions on ``f``."""
     extra = f"\n  AND {where}" if where else ""
     return f"""SELECT f.*, r.event_ts AS resolved_ts,
@@ -172,4 +180,4 @@ LEFT JOIN alerts r ON r.run_id = f.run_id AND r.alert_id = f.alert_id AND r.stat
 WHERE f.run_id = {RUN} AND f.status IN ('firing', 'event') AND f.event_ts <= $__timeTo(){extra}
   AND CASE WHEN f.category = 'wedge'
       THEN f.detected_ts <= $__timeTo() AND (r.event_ts IS NULL OR r.event_ts >= $__timeFrom())
-      ELSE f.event_ts >= $__timeFrom() END"""
+      ELSE {SINCE.format('f')} END"""

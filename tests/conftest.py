@@ -27,6 +27,23 @@ def postgres() -> Iterator[EmbeddedPostgres]:
 
 
 @pytest.fixture
+def empty_database(postgres: EmbeddedPostgres) -> Iterator[str]:
+    """A new database with replimon's migrations applied (so no other test's rows), dropped after."""
+    import psycopg
+
+    from replimon.store.schema import migrate
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    dsn = postgres.dsn.rsplit("/", 1)[0] + f"/{name}"
+    migrate(dsn)
+    yield dsn
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture
 def topic_prefix() -> str:
     """A prefix unique to this test, so topic names never collide within a session broker."""
     return f"t-{uuid.uuid4().hex[:12]}-"

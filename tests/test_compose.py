@@ -22,8 +22,6 @@ import shlex
 import subprocess
 import sys
 import tomllib
-import uuid
-from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -537,21 +535,6 @@ def test_the_simulators_faults_raise_exactly_their_alerts(tmp_path: Path, capsys
 
 
 # ----------------------------------------------------------------------- the job's healthcheck
-@pytest.fixture
-def empty_database(postgres: Any) -> Iterator[str]:
-    """A new database with replimon's migrations applied (so no other test's 'live' rows)."""
-    from replimon.store.schema import migrate
-
-    name = f"compose_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    dsn = postgres.dsn.rsplit("/", 1)[0] + f"/{name}"
-    migrate(dsn)
-    yield dsn
-    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
-
-
 @pytest.mark.postgres
 def test_the_jobs_healthcheck_follows_its_micro_batches(empty_database: str) -> None:
     job = services()["replimon-job"]

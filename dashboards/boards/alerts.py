@@ -42,9 +42,9 @@ def spans(where: str = PROBLEMS) -> str:
     return f"FROM (\n{indent(sql.alert_spans(where), 4)}\n) s"
 
 
-OVER_TIME = f"""SELECT $__timeGroupAlias(event_ts, $__interval), kind AS metric, count(*) AS alerts
+OVER_TIME = f"""SELECT $__timeGroupAlias(detected_ts, $__interval), kind AS metric, count(*) AS alerts
 FROM alerts
-WHERE run_id = {RUN} AND $__timeFilter(event_ts) AND status <> 'resolved' AND category <> 'info'
+WHERE run_id = {RUN} AND $__timeFilter(detected_ts) AND status <> 'resolved' AND category <> 'info'
 GROUP BY 1, 2
 ORDER BY 1, 2"""
 
@@ -52,7 +52,7 @@ DETECT_BY_KIND = f"""SELECT kind,
        percentile_cont(0.5) WITHIN GROUP (ORDER BY {DETECT.format('a')}) AS "median",
        max({DETECT.format('a')}) AS "max"
 FROM alerts a
-WHERE a.run_id = {RUN} AND $__timeFilter(a.event_ts) AND a.status <> 'resolved' AND a.category <> 'info'
+WHERE a.run_id = {RUN} AND {sql.IN_RANGE.format('a')} AND a.status <> 'resolved' AND a.category <> 'info'
 GROUP BY a.kind
 ORDER BY 3 DESC, 1"""
 
@@ -110,7 +110,7 @@ FROM (
                    thresholds=steps(GREEN, (1, RED))),
         stat_panel("Median time to detect", f"""SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY {DETECT.format('a')}) AS "time to detect"
 FROM alerts a
-WHERE a.run_id = {RUN} AND $__timeFilter(a.event_ts) AND a.status <> 'resolved' AND a.category <> 'info'""",
+WHERE a.run_id = {RUN} AND {sql.IN_RANGE.format('a')} AND a.status <> 'resolved' AND a.category <> 'info'""",
                    "Median of detected - event time: how long after its evidence an alert fired "
                    "(a wedge's threshold is part of it).", unit="s"),
         stat_panel("Time firing", 'SELECT sum(s.firing_s) AS "time firing"\n' + spans(WEDGES),

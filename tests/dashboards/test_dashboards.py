@@ -38,12 +38,13 @@ import jsonschema
 import psycopg
 import pytest
 
-from replimon.core.alerts import WEDGES
-from replimon.dashboards import generate
+from replimon.core.alerts import WEDGES, Alert
+from replimon.dashboards import generate, sql
 from replimon.dashboards.boards.families import FAMILY_PANELS
 from replimon.dashboards.boards.pipeline import BINS, LATEST
 from replimon.dashboards.common import DATASOURCE, HERE
 from replimon.dashboards.macros import TimeRange, expand, interval_seconds
+from tests.support.outputs import store_alerts
 
 SCHEMA_DIR = HERE / "schema"
 DQ_TABLE = "dq_results"  # rows only for validated batches: its queries are checked for columns only
@@ -606,7 +607,7 @@ def reference_levels(alerts: list[dict[str, Any]], groups: set[str], start: int,
             r = resolved.get(f["alert_id"])
             is_open = r is None or r["event_ts_ms"] > end
         else:
-            is_open = f["event_ts_ms"] >= start
+            is_open = f["event_ts_ms"] >= start or f["detected_ts_ms"] >= start
         if is_open:
             worst[f["group"]] = max(worst[f["group"]], 2 if f["severity"] == "critical" else 1)
     return {g: ("ok", "warning", "critical")[level] for g, level in worst.items()}
@@ -775,7 +776,9 @@ def test_quorum_log_panels_show_the_stored_state(qlog_run: FamilyRun) -> None:
             assert (r["legislature"], r["members"], r["passed"], r["executed"], r["open recoveries"]) == (
                 c["legislature"], len(c["members"]), c["passed"], c["executed"], len(c["recovering"]))
             assert r["leader"] == (", ".join(m["id"] for m in c["members"] if m["leader"]) or None)
-        assert fleet["ql1"]["health"] == "warning"  # QLOG_RECOVER_STUCK is a warning wedge, open
+        # The stuck recovery's group lost its old quorum (QUORUM_LOST and QLOG_NO_LEADER, critical
+        # wedges, open with QLOG_RECOVER_STUCK until the recovery completes: simulator_qlog.IMPLIED).
+        assert fleet["ql1"]["health"] == "critical"
         assert rows("fleet", "Groups/A") == [{"groups": 3, "xcom": 0, "gen": 0, "qlog": 3, "chain": 0}]
 
 
@@ -1039,3 +1042,26 @@ def test_chain_panels_show_the_stored_state(chain_run: FamilyRun) -> None:
                 c["epoch"], _chain_text(c["chain"]), len(c["chain"]), "wedged" if c["wedged"] else "",
                 c["wedged_epoch"], states[r["group"]]["executed_majority"])
         assert rows("fleet", "Groups/A") == [{"groups": 3, "xcom": 0, "gen": 0, "qlog": 0, "chain": 3}]
+
+
+@pytest.mark.postgres
+def test_an_alert_of_a_node_whose_clock_runs_behind_is_in_the_range_it_was_detected_in(empty_database: str) -> None:
+    """A violation whose evidence is stamped an hour back by a slow clock, detected now, is open
+    "now" on the Fleet and listed in the Alerts dashboard's range of the last minutes; an alert
+    of an hour ago detected an hour ago is not (docs/dashboards.md, "Open alert")."""
+    now = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    hour = 3_600_000
+    alerts = [Alert(alert_id=f"a{i}", group=g, kind="BEYOND_HORIZON", status="firing",
+                    event_ts_ms=ms(now) - hour, detected_ts_ms=detected, message="m", node="n1").to_dict()
+              for i, (g, detected) in enumerate((("g1", ms(now) - 5_000), ("g2", ms(now) - hour + 2_000)))]
+    store_alerts(empty_database, "skewed", alerts)
+    tr = _range(now - timedelta(minutes=15), now)
+    values = {"run": "skewed", "group": "g1", "family": ["xcom"]}
+    with psycopg.connect(empty_database, autocommit=True) as conn:
+        open_now = run_query(conn, expand(f"SELECT group_id FROM ({sql.open_alerts()}) o", tr, values))[1]
+        assert open_now == [("g1",)]
+        history = next(q for q in QUERIES if q.dashboard == "alerts" and q.where == "Alert history/A")
+        cols, rows = run_query(conn, expand(history.sql, tr, values))
+        assert [r[[c[0] for c in cols].index("group")] for r in rows] == ["g1"]
+        over = next(q for q in QUERIES if q.dashboard == "alerts" and q.where.startswith("Alerts over time"))
+        assert sum(r[-1] for r in run_query(conn, expand(over.sql, tr, values))[1]) == 1
