@@ -14,7 +14,6 @@ do that only for a change meant to alter what the monitor says, and say so in th
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -24,13 +23,9 @@ import pytest
 
 from replimon.core import GroupMonitor, Monitor
 from replimon.producers.simulator import CATALOGUE, SimOptions, Simulator, parse_injection
+from tests.support.golden import digest
 
 GOLDEN = Path(__file__).parent / "golden" / "xcom_alerts.json"
-
-
-def _digest(value: Any) -> str:
-    return hashlib.blake2b(json.dumps(value, sort_keys=True, separators=(",", ":")).encode(),
-                           digest_size=8).hexdigest()
 
 
 def _trace(name: str) -> list[dict[str, Any]]:
@@ -53,10 +48,10 @@ def _record(events: list[dict[str, Any]]) -> dict[str, Any]:
         "events": len(events),
         "alerts": [
             [a.alert_id, a.status, a.kind, a.group, a.instance, a.node, a.event_ts_ms, a.detected_ts_ms,
-             a.message, _digest(a.evidence)]
+             a.message, digest(a.evidence)]
             for a in alerts
         ],
-        "states": {g: _digest(m.to_state()) for g, m in sorted(mon.groups.items())},
+        "states": {g: digest(m.to_state()) for g, m in sorted(mon.groups.items())},
     }
 
 
