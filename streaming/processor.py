@@ -430,8 +430,10 @@ class MonitorLogic:
             if fires:
                 alerts = gm.on_timer(outside)
                 alerts += self.due(gm, outside)
-                if clock is not None:  # the last batch that brought this bucket rows was read
-                    alerts += self.read_through(gm, clock[0])
+                # This batch came after every batch that brought this bucket rows, and it read
+                # every partition to its own end too: events held for missing earlier ones of
+                # their node can be given up on (an idle job must still report a loss).
+                alerts += self.read_through(gm, now)
                 self.keep(groups, gm)
             else:  # only its snapshot is due: the state is unchanged
                 _remember(self.limits, kept[0], gm)

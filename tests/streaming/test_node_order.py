@@ -143,6 +143,23 @@ def test_a_real_loss_behind_a_lagging_partition_is_reported_within_the_skew_and_
     assert lost["detected_ts_ms"] - after["ts_ms"] <= 2_000 + 3 * BATCH_MS
 
 
+def test_a_real_loss_as_the_input_ends_is_reported_by_the_idle_batches_after_it() -> None:
+    """The input stops a few seconds after the lost events: only empty micro-batches follow, and
+    their timers must give up on the held events (an idle job still reports a loss)."""
+    events, manifest = simulate(30, "events_lost:g1@20s")
+    fault = manifest[0]
+    after = next(e for e in events if e["node"] == fault["node"] and e["seq"] == fault["from_seq"] + 3)
+    events = [e for e in events if e["ts_ms"] <= after["ts_ms"] + 500]  # it arrives with the last input
+    plan = batches(events, lag_ms=0)
+    assert after in plan[-3][1][-1] or any(it[3] == after for it in plan[-3][1])
+    assert all(not items for _, items in plan[-2:])  # the input has ended by then
+    got = live(plan)
+    assert keys(got) == keys(check(events))
+    (lost,) = [a for a in got if a["kind"] == "EVENTS_LOST"]
+    assert lost["event_ts_ms"] == after["ts_ms"]
+    assert lost["detected_ts_ms"] - after["ts_ms"] <= 2_000 + 3 * BATCH_MS
+
+
 def hour_behind(node: str, group: str = "g1", after_ms: int = 0) -> Shift:
     """``node``'s clock an hour behind its group-mates' (from ``after_ms`` into the run on)."""
     def shift(e: dict[str, Any]) -> int:
@@ -222,7 +239,11 @@ def test_through_sparks_processor_the_lagging_partition_and_the_slow_clock_match
     tester = TwsTester(row_processor(Limits(), LIVE, 3), timeMode="ProcessingTime")
     rows: list[Any] = []
     for now, items in batches(events, lag_ms=2_500, shift=shift):
-        rows += tester.setProcessingTime(now)
+        # Spark's order in a micro-batch: each key's rows, then the timers due at the batch's
+        # time, with the same time. TwsTester's setProcessingTime fires the timers due at the new
+        # time at once, before the batch's rows: the batch's time is set without firing, and the
+        # timers fire after the rows (its private step; PySpark 4.3).
+        tester._currentProcessingTimeMs = now
         by_bucket: dict[int, list[Row]] = defaultdict(list)
         for it in items:
             g = it[3]["group"]
@@ -231,6 +252,7 @@ def test_through_sparks_processor_the_lagging_partition_and_the_slow_clock_match
             clock = max(r for r in (it[3]["ts_ms"] for it in items))
             part.append(Row(bucket=bucket, group=CLOCK_KEY, items=pack(clock)))
             rows += tester.test(bucket, part)
+        rows += tester._handleExpiredTimers()
     got = [json.loads(r.payload) for r in rows if r.out == "alert"]
     assert keys(got) == keys(check(events))
     assert kinds(got) == {"EVENTS_LOST"}

@@ -18,6 +18,8 @@ an event, and hands each event on exactly once, in that order, to the ``process`
   ``GroupMonitor.reading``, ``read_through``), a micro-batch after the one that brought it has
   ended, every partition read past where the first one stopped (a partition whose writes lag
   the others' is read by then, however far the group's clock moved within the first batch);
+  there the skew may also pass in the reads' own time (the batches' processing time), so a group
+  that stops publishing right after a loss still has it reported by the batches that follow;
 * a node first seen with ``seq > 0`` is held the same way; when it expires before the group's
   boot was seen, the history began before the monitor did: INCOMPLETE_HISTORY (info, once);
 * a late event of the previous incarnation is still processed.
@@ -112,17 +114,25 @@ class Admission:
         group's watermark passed the group's clock at its arrival, and, where reads are
         reported, a read that began after the one that brought it has ended."""
         ctx = self.ctx
-        return held[4] <= ctx.watermark and (held[5] < 0 or ctx.read > held[5])
+        if held[5] < 0:  # no reads reported (check, replay): the group's time alone
+            return held[4] <= ctx.watermark
+        # Live, the reads' marks are the batches' processing times: a later read has ended, and
+        # either the group's time or the reads' time has gone the skew past its arrival (a group
+        # that stops publishing still has its losses reported: its clock no longer moves).
+        return ctx.read > held[5] and (held[4] <= ctx.watermark or ctx.read >= held[5] + ctx.limits.skew_ms)
 
     def deadline(self) -> int | None:
-        """Where reads are reported: the mark after which a held event whose time is up waits
-        only for a later read to end (the live job then reads it at its next batch, with no
-        input of the group needed), or None."""
+        """Where reads are reported: the read mark at which the first held event of a node can
+        be given up on (``expired``; the live job's timers then fire with no input of the group
+        needed), or None."""
         ctx = self.ctx
-        marks = [ns.held[0][5] for node in self.holding
-                 if (ns := ctx.nodes[node]).held and ns.held[0][5] >= ctx.read
-                 and ns.held[0][4] <= ctx.watermark]
-        return min(marks) + 1 if marks else None
+        marks = []
+        for node in self.holding:
+            ns = ctx.nodes[node]
+            if ns.held and ns.held[0][5] >= 0:
+                held = ns.held[0]
+                marks.append(held[5] + 1 if held[4] <= ctx.watermark else held[5] + max(1, ctx.limits.skew_ms))
+        return min(marks) if marks else None
 
     def expire_held(self, *, flush: bool = False) -> None:
         """Give up waiting for missing events that cannot arrive any more (``expired``;
