@@ -126,31 +126,54 @@ def simulate(
 @app.command()
 def broker(
     partitions: Annotated[int | None, typer.Option(min=1, help="partitions per topic [config kafka.partitions]")] = None,
+    port: Annotated[int | None, typer.Option(min=1, max=65535, help="listen on this port (default: a free one); the same port after a restart keeps clients' configuration valid")] = None,
 ) -> None:
-    """Run the embedded Kafka-compatible broker (Tansu) with replimon's topics until Ctrl-C."""
+    """Run the embedded Kafka-compatible broker (Tansu) with replimon's topics until Ctrl-C.
+
+    Its storage is memory only: a broker stopped and started again (on the same --port) comes
+    back empty, with the topics created again (docs/operations.md, "Rehearsing an outage")."""
     from replimon.embedded import EmbeddedBroker
 
     settings = state.settings()
     on_sigterm()
-    with EmbeddedBroker() as b:
+    with EmbeddedBroker(port=port) as b:
         b.create_topics(list(settings.kafka.topics.all), partitions or settings.kafka.partitions)
         print(f"REPLIMON_KAFKA__BOOTSTRAP_SERVERS={b.bootstrap_servers}", flush=True)
         err.print("broker ready; Ctrl-C stops it")
-        code = serve(b, "broker", "the broker")
+        code = serve(b, "broker", lambda: "the broker")
     raise typer.Exit(code)
 
 
 @app.command()
-def db() -> None:
+def db(
+    port: Annotated[int | None, typer.Option(min=1, max=65535, help="listen on this port (default: a free one)")] = None,
+    data_dir: Annotated[str | None, typer.Option("--data-dir", help="keep the database here, across restarts (default: a temporary directory, deleted when it stops)")] = None,
+) -> None:
     """Run the embedded PostgreSQL until Ctrl-C (exit 1 if the server dies on its own)."""
     from replimon.embedded import EmbeddedPostgres
 
     on_sigterm()
-    with EmbeddedPostgres() as pg:
+    with EmbeddedPostgres(data_dir, port=port) as pg:
         print(f"REPLIMON_POSTGRES__DSN={pg.dsn}", flush=True)
-        err.print("PostgreSQL ready; Ctrl-C stops it")
-        code = serve(pg, "db", f"PostgreSQL (log: {pg.log_path})")
+        err.print("PostgreSQL ready" + (f" (data in {data_dir})" if data_dir else "") + "; Ctrl-C stops it")
+
+        def what() -> str:
+            # A temporary data directory goes with the server: its log's last line, not its name.
+            if data_dir:
+                return f"PostgreSQL (log: {pg.log_path})"
+            return f"PostgreSQL (its log's last line: {last_line(pg.log_path)})"
+
+        code = serve(pg, "db", what)
     raise typer.Exit(code)
+
+
+def last_line(path: Path) -> str:
+    """The last non-empty line of a text file, '-' when there is none."""
+    try:
+        lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+    except OSError:
+        return "-"
+    return next((line for line in reversed(lines) if line), "-")[:300]
 
 
 @app.command()

@@ -257,9 +257,13 @@ def run(settings: Any, *, run_id: str = "live", replay: bool = False, api: str =
             sc = spark.sparkContext
             log.info("Spark %s, master %s, application %s", spark.version, sc.master, sc.applicationId)
             try:
-                query = start_query(spark, settings, run_id=run_id, time_mode=REPLAY if replay else LIVE,
-                                    checkpoint=checkpoint, api=api, starting=starting, available_now=replay,
-                                    observers=observers, pg=pg, stop=stop)
+                try:
+                    query = start_query(spark, settings, run_id=run_id, time_mode=REPLAY if replay else LIVE,
+                                        checkpoint=checkpoint, api=api, starting=starting, available_now=replay,
+                                        observers=observers, pg=pg, stop=stop)
+                except Exception as exc:  # a source option, a checkpoint of another query, ...
+                    text = _text(exc)
+                    raise QueryFailed(f"the streaming query did not start: {first_cause(text)}", text) from None
                 signals.starting = False
                 if stop.is_set():  # a stop_event set meanwhile
                     log.info("stopping")
@@ -357,7 +361,8 @@ def first_cause(text: str) -> str:
             if m and not line.startswith(" "):
                 cause = stripped
         if cause:
-            return _shorten(cause.removeprefix("pyspark.errors.exceptions.base."))
+            name, sep, message = cause.partition(":")
+            return _shorten(name.rsplit(".", 1)[-1] + sep + message)  # the class without its module
     for line in lines:
         if "terminated with exception:" in line:
             rest = line.split("terminated with exception:", 1)[1].strip()

@@ -137,7 +137,10 @@ def register_sources(spark: Any) -> None:
 
 
 # What PySpark's Python workers print on the JVM's output and nobody needs (module docstring).
-CHATTER = (b"TransformWithStateInPandas Python worker", b"TransformWithStateInPySpark Python worker")
+# The JVM's own "WARNING: Using incubator modules: jdk.incubator.vector" (Spark 4 loads that module)
+# goes too: no log setting reaches it.
+CHATTER = (b"TransformWithStateInPandas Python worker", b"TransformWithStateInPySpark Python worker",
+           b"WARNING: Using incubator modules")
 _PR_SET_PDEATHSIG = 1
 
 

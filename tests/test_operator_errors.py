@@ -188,7 +188,77 @@ def test_db_notices_its_server_died(tmp_path: Path) -> None:
     assert proc.returncode == 1
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert lines[-1].startswith("replimon: db: PostgreSQL") and "exited on its own" in lines[-1]
+    # Its temporary data directory (and log) goes with it: the line quotes the log, never names it.
+    assert "its log's last line: " in lines[-1] and "postgres.log" not in lines[-1], lines[-1]
     assert "Traceback" not in stderr
+
+
+def _serve_once(argv: list[str], cwd: Path, prefix: str, use: Any) -> None:
+    """``replimon ARGV``, ``use`` its printed value, then SIGTERM: it stops with status 0."""
+    proc = _start(argv, clean_environ(), cwd)
+    try:
+        use(_ready(proc, prefix))
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_db_keeps_its_data_and_port_across_a_restart(tmp_path: Path) -> None:
+    """``replimon db --port P --data-dir D`` twice: the same DSN, and what the first wrote is
+    there for the second (an operator's outage rehearsal with the product's own command)."""
+    import shutil
+    import tempfile
+
+    import psycopg
+
+    from replimon.embedded.processes import free_port
+
+    # Not under tmp_path: its 0700 parents keep the unprivileged server user out (as root).
+    searchable = Path(tempfile.mkdtemp(prefix="replimon-test-"))
+    searchable.chmod(0o711)
+    port, data = free_port(), searchable / "pg"
+    argv = ["db", "--port", str(port), "--data-dir", str(data)]
+    dsns: list[str] = []
+
+    def write(dsn: str) -> None:
+        dsns.append(dsn)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE kept (v int)")
+            conn.execute("INSERT INTO kept VALUES (42)")
+
+    def read(dsn: str) -> None:
+        dsns.append(dsn)
+        with psycopg.connect(dsn) as conn:
+            assert conn.execute("SELECT v FROM kept").fetchall() == [(42,)]
+
+    try:
+        _serve_once(argv, tmp_path, "REPLIMON_POSTGRES__DSN=", write)
+        _serve_once(argv, tmp_path, "REPLIMON_POSTGRES__DSN=", read)
+    finally:
+        shutil.rmtree(searchable, ignore_errors=True)
+    assert dsns[0] == dsns[1] and f":{port}/" in dsns[0]
+
+
+def test_broker_comes_back_on_its_port(tmp_path: Path) -> None:
+    """``replimon broker --port P`` twice: the same address, with replimon's topics (its storage
+    is memory only: the records of the first are gone)."""
+    from replimon.embedded.processes import free_port
+    from replimon.kafka import KafkaClient
+
+    port = free_port()
+    seen: list[tuple[str, list[str]]] = []
+
+    def topics(servers: str) -> None:
+        with KafkaClient({"bootstrap.servers": servers}, timeout_s=20) as client:
+            seen.append((servers, sorted({t for t, _ in client.topic_partitions(lambda tp: True)})))
+
+    for _ in range(2):
+        _serve_once(["broker", "--port", str(port)], tmp_path, "REPLIMON_KAFKA__BOOTSTRAP_SERVERS=", topics)
+    assert seen[0] == seen[1] and seen[0][0] == f"127.0.0.1:{port}", seen
+    assert "replica.decisions" in seen[0][1]
 
 
 @pytest.mark.parametrize(("sig", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)], ids=["ctrl-c", "sigterm"])
