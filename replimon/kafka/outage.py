@@ -63,12 +63,14 @@ class OutageNotice:
     def seconds(self) -> float:
         return 0.0 if self.since is None else self.clock() - self.since
 
-    def failed(self, exc: BaseException | str, **fields: Any) -> None:
-        """A call failed for the outage: the first line, or a "still" line once a minute."""
+    def failed(self, exc: BaseException | str, *, began: float | None = None, **fields: Any) -> None:
+        """A call failed for the outage: the first line, or a "still" line once a minute.
+        ``began``: when the failed call started (clock), where the outage is counted from."""
         now = self.clock()
         reason = exc if isinstance(exc, str) else short(exc)
         if self.since is None:
-            self.since = self._said = now
+            self.since = now if began is None else min(began, now)
+            self._said = now
             self.log.warning(self.lost_text.format(reason=reason, down=0, **fields))
         elif now - self._said >= self.every_s:
             self._said = now

@@ -168,10 +168,11 @@ class KafkaSink:
         pending = [r for r in (self._fit(r) for r in records) if r is not None]
         attempt = 0
         while pending:
+            began = self.outage.clock()
             pending, reason = self._attempt(pending)
             if not pending:
                 break
-            self.outage.failed(reason, servers=self.bootstrap, left=len(pending))
+            self.outage.failed(reason, began=began, servers=self.bootstrap, left=len(pending))
             delay = self.retry_s[min(attempt, len(self.retry_s) - 1)]
             attempt += 1
             if self.stop.wait(delay):
@@ -224,10 +225,10 @@ class KafkaSink:
                 again.extend(records[i:])  # the local queue stays full: the broker takes nothing
                 reasons.append("the producer's queue is full")
                 break
-        left = p.flush(REUSED_FLUSH_S if reused else self.flush_s)
+        wait = min(REUSED_FLUSH_S, self.flush_s) if reused else self.flush_s
+        left = p.flush(wait)
         if left:
-            reasons.append(f"{left} record(s) not acknowledged within "
-                           f"{REUSED_FLUSH_S if reused else self.flush_s} s")
+            reasons.append(f"{left} record(s) not acknowledged within {wait} s")
             p.purge()
             p.flush(1)  # the purged records' reports: they go again through a new producer
             self._p = None
