@@ -171,6 +171,13 @@ INTERRUPTED = 130  # the shell's status for a process stopped by SIGINT (Ctrl-C)
 FAILED = 1  # the query failed (docs/operations.md, "Exit status")
 
 
+def _gateway_up() -> bool:
+    """Whether this process talks to a JVM (Py4J calls may be under way)."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None
+
+
 class StopRequested(BaseException):
     """Ctrl-C or SIGTERM while the job was starting (before its query ran): everything it had
     started is stopped; ``code`` is the exit status (130 after Ctrl-C, 0 after SIGTERM)."""
@@ -214,7 +221,10 @@ class Signals:
     def _request(self, signum: int, _frame: Any) -> None:
         self.received.append(signum)
         self.stop.set()
-        if self.starting:
+        if self.starting and not _gateway_up():
+            # Before the JVM answers, nothing but Python waits: raise (the JVM being launched is
+            # stopped on the way out). Once it answers, a raise inside a Py4J call leaves Py4J's
+            # traces: the flag is checked when the session is up instead.
             raise StopRequested(self.code)
         # The next Ctrl-C is the impatient one: Python's default (KeyboardInterrupt) again.
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -254,6 +264,8 @@ def run(settings: Any, *, run_id: str = "live", replay: bool = False, api: str =
                             " ".join(str(exc).split())[:160])
             spark = get_session(settings.streaming.master, settings.streaming.shuffle_partitions,
                                 **settings.streaming.spark_conf)
+            if stop.is_set():  # a signal while the session started
+                raise StopRequested(signals.code)
             sc = spark.sparkContext
             log.info("Spark %s, master %s, application %s", spark.version, sc.master, sc.applicationId)
             try:
@@ -293,12 +305,17 @@ def _stop_session(spark: Any) -> None:
 
 def _kill_jvm() -> None:
     """After an interruption or a failure at start: the JVM this process started, stopped."""
-    from replimon.streaming.session import jvm_process, stop_process
+    from pyspark import SparkContext
+
+    from replimon.streaming.session import jvm_process, mute_jvm, stop_process
 
     proc = jvm_process()
     if proc is not None:
+        mute_jvm()
+        server = getattr(SparkContext._active_spark_context, "_accumulatorServer", None)
+        if server is not None:  # its connection from the JVM breaks: no trace for that
+            server.handle_error = lambda *_args: None
         stop_process(proc, 5.0)
-        from pyspark import SparkContext
 
         SparkContext._gateway = SparkContext._jvm = SparkContext._active_spark_context = None  # type: ignore[assignment]
 

@@ -156,15 +156,25 @@ def _die_with_this_process() -> None:
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+MUTED = threading.Event()  # set: the JVM's output is dropped (it is being stopped: ``mute_jvm``)
+
+
+def mute_jvm() -> None:
+    """Drop the JVM's output from now on: a JVM stopped while it starts (Ctrl-C then) logs the
+    errors of its half-made SparkContext, which say nothing to whoever stopped it."""
+    MUTED.set()
+
+
 def forward(src: IO[bytes], fd: int, drop: tuple[bytes, ...] = CHATTER) -> threading.Thread:
     """Copy ``src`` line by line to file descriptor ``fd`` in a daemon thread, leaving out the
-    lines that hold one of ``drop`` and the empty line each is printed with."""
+    lines that hold one of ``drop`` and the empty line each is printed with (and everything once
+    ``mute_jvm`` was called)."""
 
     def copy() -> None:
         skipped = False
         with contextlib.suppress(OSError, ValueError):
             for line in iter(src.readline, b""):
-                if any(d in line for d in drop):
+                if MUTED.is_set() or any(d in line for d in drop):
                     skipped = True
                     continue
                 if skipped and not line.strip():
@@ -209,14 +219,34 @@ def jvm_launch() -> Iterator[list[subprocess.Popen[bytes]]]:
         return proc
 
     java_gateway.Popen = popen
+    from pyspark.core import context
+
+    # SparkContext installs a SIGINT handler of its own (cancel the jobs, raise KeyboardInterrupt,
+    # inside whatever Py4J call runs then: Py4J's traces). The caller's handlers stay: `replimon
+    # run` stops between batches, everyone else gets Python's KeyboardInterrupt as before.
+    context.signal = _KeepHandlers()  # type: ignore[attr-defined]
     try:
         yield started
     except BaseException:
+        mute_jvm()
         for proc in started:
             stop_process(proc)
         raise
     finally:
         java_gateway.Popen = real
+        context.signal = signal  # type: ignore[attr-defined]
+
+
+class _KeepHandlers:
+    """The ``signal`` module as ``pyspark.core.context`` sees it while a session starts:
+    installing a handler is left undone (``jvm_launch``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(signal, name)
+
+    @staticmethod
+    def signal(signum: int, _handler: Any) -> Any:
+        return signal.getsignal(signum)
 
 
 def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:

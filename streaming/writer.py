@@ -81,10 +81,12 @@ class Progress:
         self.clock = clock
         self.quiet = 0  # batches not logged since the last summary
         self.since = clock()
+        self.first = True  # the run's first batch is logged whatever it holds: the job works
 
     def batch(self, batch_id: int, read: int | None, result: BatchResult, seconds: float, note: str) -> None:
         outputs = len(result.alert_rows) + len(result.dead_letters)
-        if (read or 0) > 0 or outputs or note:
+        if (read or 0) > 0 or outputs or note or self.first:
+            self.first = False
             log.info("batch %s: %s records in; out: %s alerts, %s group states, %s dead letters; %.2fs%s",
                      batch_id, "?" if read is None else read, len(result.alert_rows),
                      len(result.snapshot_rows), len(result.dead_letters), seconds, note)
