@@ -126,31 +126,54 @@ def simulate(
 @app.command()
 def broker(
     partitions: Annotated[int | None, typer.Option(min=1, help="partitions per topic [config kafka.partitions]")] = None,
+    port: Annotated[int | None, typer.Option(min=1, max=65535, help="listen on this port (default: a free one); the same port after a restart keeps clients' configuration valid")] = None,
 ) -> None:
-    """Run the embedded Kafka-compatible broker (Tansu) with replimon's topics until Ctrl-C."""
+    """Run the embedded Kafka-compatible broker (Tansu) with replimon's topics until Ctrl-C.
+
+    Its storage is memory only: a broker stopped and started again (on the same --port) comes
+    back empty, with the topics created again (docs/operations.md, "Rehearsing an outage")."""
     from replimon.embedded import EmbeddedBroker
 
     settings = state.settings()
     on_sigterm()
-    with EmbeddedBroker() as b:
+    with EmbeddedBroker(port=port) as b:
         b.create_topics(list(settings.kafka.topics.all), partitions or settings.kafka.partitions)
         print(f"REPLIMON_KAFKA__BOOTSTRAP_SERVERS={b.bootstrap_servers}", flush=True)
         err.print("broker ready; Ctrl-C stops it")
-        code = serve(b, "broker", "the broker")
+        code = serve(b, "broker", lambda: "the broker")
     raise typer.Exit(code)
 
 
 @app.command()
-def db() -> None:
+def db(
+    port: Annotated[int | None, typer.Option(min=1, max=65535, help="listen on this port (default: a free one)")] = None,
+    data_dir: Annotated[str | None, typer.Option("--data-dir", help="keep the database here, across restarts (default: a temporary directory, deleted when it stops)")] = None,
+) -> None:
     """Run the embedded PostgreSQL until Ctrl-C (exit 1 if the server dies on its own)."""
     from replimon.embedded import EmbeddedPostgres
 
     on_sigterm()
-    with EmbeddedPostgres() as pg:
+    with EmbeddedPostgres(data_dir, port=port) as pg:
         print(f"REPLIMON_POSTGRES__DSN={pg.dsn}", flush=True)
-        err.print("PostgreSQL ready; Ctrl-C stops it")
-        code = serve(pg, "db", f"PostgreSQL (log: {pg.log_path})")
+        err.print("PostgreSQL ready" + (f" (data in {data_dir})" if data_dir else "") + "; Ctrl-C stops it")
+
+        def what() -> str:
+            # A temporary data directory goes with the server: its log's last line, not its name.
+            if data_dir:
+                return f"PostgreSQL (log: {pg.log_path})"
+            return f"PostgreSQL (its log's last line: {last_line(pg.log_path)})"
+
+        code = serve(pg, "db", what)
     raise typer.Exit(code)
+
+
+def last_line(path: Path) -> str:
+    """The last non-empty line of a text file, '-' when there is none."""
+    try:
+        lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+    except OSError:
+        return "-"
+    return next((line for line in reversed(lines) if line), "-")[:300]
 
 
 @app.command()
@@ -214,28 +237,60 @@ def run_job(
     """Run the Spark monitoring job against kafka.bootstrap_servers and postgres.dsn.
 
     Ctrl-C (or SIGTERM) lets the running micro-batch finish and stops: exit 130 after Ctrl-C, 0
-    after SIGTERM or when a --replay consumed its input; 1 when a server is unreachable at start
-    or the query failed; 2 for a wrong flag or config value (docs/operations.md)."""
-    from replimon.preflight import Unavailable, check_kafka, check_postgres
+    after SIGTERM or when a --replay consumed its input; 1 when the broker is unreachable at start
+    or the query failed (one line; the whole trace in the log file it names, and on stderr with
+    --verbose); 2 for a wrong flag or config value (docs/operations.md). PostgreSQL may be down:
+    the job starts without it and writes its rows when it answers."""
+    from replimon.preflight import CONFIG, Unavailable, check_kafka, check_postgres
 
+    on_sigterm()  # until the job's own handlers: SIGTERM during the checks is a clean stop
     if api not in ("row", "pandas"):
         raise fail(f"run: --api must be row or pandas (got {api!r})")
     settings = state.settings()
+    quiet_logs(verbose)
     try:
-        check_postgres(settings.postgres.dsn)
+        try:
+            check_postgres(settings.postgres.dsn)
+        except Unavailable as exc:
+            if exc.exit_code == CONFIG:
+                raise
+            err.print(f"replimon: run: {exc}; starting without it (alerts go to Kafka, the tables' rows "
+                      "wait in a backlog until it answers)", highlight=False, markup=False, soft_wrap=True)
         check_kafka(settings.kafka.bootstrap_servers, settings.kafka.topics.inputs)
     except Unavailable as exc:
         err.print(f"replimon: run: {exc}", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code) from None
-    quiet_logs(verbose)
-    from replimon.streaming.runner import run
+    from replimon.streaming.runner import QueryFailed, StopRequested, run
 
     try:
         code = run(settings, run_id=run_id, replay=replay, api=api, starting=starting, checkpoint=checkpoint)
-    except RuntimeError as exc:
-        err.print(f"replimon: run: {exc}", highlight=False, markup=False, soft_wrap=True)
+    except StopRequested as stopped:
+        err.print("replimon: run: stopped while starting", highlight=False, markup=False)
+        raise typer.Exit(stopped.code) from None
+    except QueryFailed as exc:
+        where = failure_log(settings, run_id, exc.trace)
+        if verbose:
+            err.print(exc.trace, highlight=False, markup=False, soft_wrap=True)
+        err.print(f"replimon: run: {exc}" + (f" (the whole trace: {where})" if where else ""),
+                  highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(1) from None
     raise typer.Exit(code)
+
+
+def failure_log(settings: Any, run_id: str, trace: str) -> Path | None:
+    """Append a failed query's whole trace to ``<paths.data_dir>/logs/run-RUN_ID.log``; the file,
+    or None when it cannot be written."""
+    from datetime import UTC, datetime
+
+    path = Path(settings.paths.data_dir) / "logs" / f"run-{run_id}.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"--- {datetime.now(UTC).isoformat(timespec='seconds')} the streaming query failed\n")
+            f.write(trace.rstrip() + "\n")
+    except OSError:
+        return None
+    return path
 
 
 # --------------------------------------------------------------------------------- replay

@@ -138,9 +138,10 @@ def on_sigterm() -> None:
         signal.signal(signal.SIGTERM, raise_terminated)
 
 
-def serve(server: Any, command: str, what: str, poll_s: float = 0.5) -> int:
+def serve(server: Any, command: str, what: str | Any, poll_s: float = 0.5) -> int:
     """Wait for Ctrl-C (130), SIGTERM (0; see `on_sigterm`) or for the server to die on its own
-    (one line, 1). The caller's ``with`` block then stops the server."""
+    (one line, 1; ``what`` names the server, or a function that names it then). The caller's
+    ``with`` block then stops the server."""
     try:
         while (status := server.exit_status()) is None:
             time.sleep(poll_s)
@@ -150,7 +151,7 @@ def serve(server: Any, command: str, what: str, poll_s: float = 0.5) -> int:
     except Terminated:
         err.print("stopping")
         return 0
-    err.print(f"replimon: {command}: {what} exited on its own with status {status}; stopping",
+    err.print(f"replimon: {command}: {what() if callable(what) else what} exited on its own with status {status}; stopping",
               highlight=False, markup=False, soft_wrap=True)
     return 1
 

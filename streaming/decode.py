@@ -26,6 +26,8 @@ from replimon.streaming.rows import (
     pack,
 )
 
+_UNCHECKED = object()  # the key of a record whose batch has no key column
+
 
 def misplaced(event_type: str, topic: str, want: str | Collection[str] | None) -> str:
     """The reason of an event on a topic that does not carry its type."""
@@ -33,6 +35,21 @@ def misplaced(event_type: str, topic: str, want: str | Collection[str] | None) -
         want = " or ".join(sorted(want))
     return (f"type: {event_type!r} does not belong on topic {topic!r}"
             + (f" (it carries {want} events)" if want else " (not a replica topic)"))
+
+
+def key_problem(key: bytes | None, group: str) -> str | None:
+    """Why a valid event's Kafka key is wrong, None when it is its group. The contract keys every
+    record by its group, so that a group's events share one partition and keep their order; a
+    record without a key was placed by the producer's partitioner, one with another group's key
+    went to that group's partition: either can reach the monitor out of order with its group's
+    other events, so it is a dead letter (kept whole, with this reason) rather than an event
+    judged out of order (docs/contract.md, docs/operations.md "Bad records")."""
+    if key is None:
+        return f"key: the record has no key; the contract keys every record by its group ({group!r})"
+    if key != group.encode():
+        shown = key[:130].decode("utf-8", "replace")
+        return f"key: the record's key {shown!r} is not its group {group!r} (the contract keys records by group)"
+    return None
 
 
 def decode_batches(topic_types: Mapping[str, str | Collection[str]], buckets: int, clock: bool,
@@ -59,12 +76,14 @@ def decode_batches(topic_types: Mapping[str, str | Collection[str]], buckets: in
             partitions = batch.column("partition").to_pylist()
             offsets = batch.column("offset").to_pylist()
             stamps = batch.column("timestamp").cast(pa.int64()).to_pylist()  # epoch microseconds
+            # Without a key column (a caller's own batches) keys are not checked.
+            keys = batch.column("key").to_pylist() if "key" in batch.schema.names else [_UNCHECKED] * len(offsets)
             events: dict[str, list[tuple[str, int, int, dict[str, Any]]]] = {}
             latest: dict[str, int] = {}
             dead: list[tuple[str, int, int, bytes | None, str, int | None]] = []
             losses: list[bytes] = []
-            for raw, topic, partition, offset, stamp in zip(values, topics, partitions, offsets, stamps,
-                                                            strict=True):
+            for raw, topic, partition, offset, stamp, key in zip(values, topics, partitions, offsets, stamps,
+                                                                 keys, strict=True):
                 if offset == MARKER_OFFSET:  # the source's data-loss marker, never a record
                     losses.append(pack(read_marker(raw)))
                     continue
@@ -73,6 +92,8 @@ def decode_batches(topic_types: Mapping[str, str | Collection[str]], buckets: in
                     reason = ev.reason
                 elif ev["type"] not in types.get(topic, ()):
                     reason = misplaced(ev["type"], topic, types.get(topic))
+                elif key is not _UNCHECKED and (reason := key_problem(key, ev["group"])) is not None:  # type: ignore[arg-type]
+                    pass
                 else:
                     group = ev["group"]
                     if only is not None and group not in only:

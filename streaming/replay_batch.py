@@ -160,7 +160,8 @@ def tasks(starting: Mapping[TP, int], until: Mapping[TP, int]) -> list[dict[TP, 
 
 
 # -- one task -------------------------------------------------------------------------------------
-Record = tuple[bytes | None, str, int, int, int]  # value, topic, partition, offset, timestamp (ms)
+# value, topic, partition, offset, timestamp (ms), key
+Record = tuple[bytes | None, str, int, int, int, bytes | None]
 DECODE_RECORDS = 20_000  # records per Arrow batch through the decode stage (memory, not results)
 
 
@@ -225,7 +226,7 @@ def read_records(job: Job, spans: Mapping[TP, tuple[int, int]]) -> list[Record]:
     with KafkaClient(config) as client:
         for msgs in client.read(dict(spans)):
             for m in msgs:
-                out.append((m.value(), m.topic(), m.partition(), m.offset(), m.timestamp()[1]))
+                out.append((m.value(), m.topic(), m.partition(), m.offset(), m.timestamp()[1], m.key()))
     out.sort(key=lambda r: (r[1], r[2], r[3]))
     return out
 
@@ -236,8 +237,9 @@ def _arrow(records: list[Record]) -> Any:
     return pa.RecordBatch.from_arrays(
         [pa.array([r[0] for r in records], pa.binary()), pa.array([r[1] for r in records], pa.string()),
          pa.array([r[2] for r in records], pa.int32()), pa.array([r[3] for r in records], pa.int64()),
-         pa.array([r[4] * 1000 for r in records], pa.int64())],  # epoch us, as the stage casts it
-        names=["value", "topic", "partition", "offset", "timestamp"])
+         pa.array([r[4] * 1000 for r in records], pa.int64()),  # epoch us, as the stage casts it
+         pa.array([r[5] for r in records], pa.binary())],
+        names=["value", "topic", "partition", "offset", "timestamp", "key"])
 
 
 def run_task(job: Job, index: int, records: list[Record]) -> TaskOut:

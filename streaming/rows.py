@@ -51,8 +51,8 @@ DEAD_KEY = "#dead-letters"  # never a group id (contract ids are [A-Za-z0-9._:-]
 DEAD_BUCKET = -1  # the dead letters' state key: it touches no state
 CLOCK_KEY = "#clock"  # the latest event time of an Arrow batch, sent to every bucket (live mode:
 # the outside clock while the job catches up on a backlog; processor.py, "Time")
-# The source's columns the decode stage reads.
-SOURCE_COLUMNS = ("value", "topic", "partition", "offset", "timestamp")
+# The source's columns the decode stage reads (the key: a record's key must be its group).
+SOURCE_COLUMNS = ("value", "topic", "partition", "offset", "timestamp", "key")
 
 
 def bucket_of(group: str, buckets: int) -> int:

@@ -5,6 +5,7 @@ cleanly on Ctrl-C / SIGTERM (the checkpoint then resumes exactly where it stoppe
 from __future__ import annotations
 
 import logging
+import re
 import signal
 import threading
 import time
@@ -100,7 +101,7 @@ def start_query(spark: Any, settings: Any, *, run_id: str = "live", time_mode: s
                 observers: list[Callable[[BatchResult], None]] | None = None, pg: Any = None,
                 kafka_out: bool = True, max_offsets: int | None = None,
                 metrics_listener: bool = True, window_start_ms: int | None = None,
-                **build_options: Any) -> Any:
+                stop: threading.Event | None = None, **build_options: Any) -> Any:
     """Build and start the monitoring query; returns the StreamingQuery. With ``pg`` (and
     ``metrics_listener``) each micro-batch's progress also goes to ``pipeline_metrics``.
     ``build_options`` go to ``build`` (a replay's initial state, floors, groups), and
@@ -113,7 +114,7 @@ def start_query(spark: Any, settings: Any, *, run_id: str = "live", time_mode: s
                 migrate_from=legacy_in(spark, str(ckpt)), **build_options)
     writer = make_writer(settings, run_id, Checkpoint(str(ckpt)), pg=pg, kafka_out=kafka_out,
                          observers=observers or (), window_start_ms=window_start_ms,
-                         live=time_mode == LIVE)
+                         live=time_mode == LIVE, stop=stop)
     ckpt.mkdir(parents=True, exist_ok=True)
     name = f"{QUERY_NAME}_{run_id}".replace("-", "_")
     if pg is not None and metrics_listener:
@@ -130,7 +131,7 @@ def start_query(spark: Any, settings: Any, *, run_id: str = "live", time_mode: s
 
 def make_writer(settings: Any, run_id: str, checkpoint: Checkpoint | None, *, pg: Any = None,
                 kafka_out: bool = True, observers: Any = (), window_start_ms: int | None = None,
-                live: bool | None = None) -> BatchWriter:
+                live: bool | None = None, stop: threading.Event | None = None) -> BatchWriter:
     """The ``foreachBatch`` writer with its sinks, in order: Kafka (``kafka_out``), PostgreSQL
     (``pg``: a ``PostgresSink``; also the exactly-once guard), data quality (when the settings
     turn it on and there is a PostgreSQL database for its results). ``checkpoint``: the query's
@@ -143,7 +144,7 @@ def make_writer(settings: Any, run_id: str, checkpoint: Checkpoint | None, *, pg
     sinks: list[Sink] = []
     kafka = None
     if kafka_out:
-        kafka = KafkaSink(settings, run_id, checkpoint.end_offsets if checkpoint else None)
+        kafka = KafkaSink(settings, run_id, checkpoint.end_offsets if checkpoint else None, stop=stop)
         sinks.append(kafka)
     guard = None
     if pg is not None:
@@ -157,15 +158,80 @@ def make_writer(settings: Any, run_id: str, checkpoint: Checkpoint | None, *, pg
         if QualitySink.wanted(settings) and isinstance(getattr(pg, "dsn", None), str):
             # Live, it validates off the batch's path with a Kafka producer of its own (the
             # batch's sink flushes and may replace its producer meanwhile; sinks/quality.py).
-            own_kafka = KafkaSink(settings, run_id, None) if kafka is not None and live is True else kafka
+            own_kafka = KafkaSink(settings, run_id, None, stop=stop) if kafka is not None and live is True else kafka
             sinks.append(QualitySink(settings, run_id, pg.dsn, lambda: pg.pipeline, kafka=own_kafka,
                                      end_offsets=checkpoint.end_offsets if checkpoint else None,
-                                     window_start_ms=window_start_ms, background=live is True))
+                                     window_start_ms=window_start_ms, background=live is True,
+                                     paused=lambda: guard.down if guard is not None else False))
     return BatchWriter(sinks, guard=guard, observers=observers, window_start_ms=window_start_ms,
                        records_in=checkpoint.records_in if checkpoint else None)
 
 
 INTERRUPTED = 130  # the shell's status for a process stopped by SIGINT (Ctrl-C)
+FAILED = 1  # the query failed (docs/operations.md, "Exit status")
+
+
+def _gateway_up() -> bool:
+    """Whether this process talks to a JVM (Py4J calls may be under way)."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None
+
+
+class StopRequested(BaseException):
+    """Ctrl-C or SIGTERM while the job was starting (before its query ran): everything it had
+    started is stopped; ``code`` is the exit status (130 after Ctrl-C, 0 after SIGTERM)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__("stopped while starting")
+        self.code = code
+
+
+class QueryFailed(RuntimeError):
+    """The streaming query failed. ``str``: one line with the first cause; ``trace``: the whole
+    text Spark gave (the log file's, docs/operations.md "Exit status")."""
+
+    def __init__(self, line: str, trace: str) -> None:
+        super().__init__(line)
+        self.trace = trace
+
+
+class Signals:
+    """SIGINT and SIGTERM for the job's life (main thread only). While ``starting`` a signal
+    raises `StopRequested` at once (nothing of the query runs yet: what started is stopped on the
+    way out, the JVM included); after, it sets ``stop`` and the running micro-batch is let finish
+    (``_wait``). A second Ctrl-C stops at once (KeyboardInterrupt)."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.received: list[int] = []
+        self.starting = True
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> Signals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._request)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _request(self, signum: int, _frame: Any) -> None:
+        self.received.append(signum)
+        self.stop.set()
+        if self.starting and not _gateway_up():
+            # Before the JVM answers, nothing but Python waits: raise (the JVM being launched is
+            # stopped on the way out). Once it answers, a raise inside a Py4J call leaves Py4J's
+            # traces: the flag is checked when the session is up instead.
+            raise StopRequested(self.code)
+        # The next Ctrl-C is the impatient one: Python's default (KeyboardInterrupt) again.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    @property
+    def code(self) -> int:
+        return INTERRUPTED if signal.SIGINT in self.received else 0
 
 
 def run(settings: Any, *, run_id: str = "live", replay: bool = False, api: str = "pandas",
@@ -176,77 +242,182 @@ def run(settings: Any, *, run_id: str = "live", replay: bool = False, api: str =
 
     Returns 0 after the input was consumed (replay) or a stop by SIGTERM or ``stop_event``, and
     130 after Ctrl-C (SIGINT); either way the running micro-batch is let finish first, so the
-    checkpoint and PostgreSQL agree and a restart resumes where this run stopped. A second Ctrl-C
-    stops at once (KeyboardInterrupt). Raises RuntimeError (one line) when the query failed.
-    The session is stopped before returning (docs/operations.md, "Stopping")."""
-    from replimon.store.schema import migrate
+    checkpoint and PostgreSQL agree and a restart resumes where this run stopped. A signal while
+    the job starts raises `StopRequested` after stopping what had started; a second Ctrl-C stops
+    at once (KeyboardInterrupt). Raises `QueryFailed` (one line) when the query failed.
+    PostgreSQL may be down: the job starts without it (its rows wait in the backlog, the
+    migrations are applied when it answers). The session and the JVM are stopped before this
+    returns or raises (docs/operations.md, "Stopping")."""
     from replimon.streaming.session import get_session
-    from replimon.streaming.sinks.postgres import PostgresSink
+    from replimon.streaming.sinks.postgres import OUTAGE, PostgresSink
 
-    applied = migrate(settings.postgres.dsn)
-    if applied:
-        log.info("applied PostgreSQL migrations %s", applied)
-    spark = get_session(settings.streaming.master, settings.streaming.shuffle_partitions,
-                        **settings.streaming.spark_conf)
-    try:
-        sc = spark.sparkContext
-        log.info("Spark %s, master %s, application %s", spark.version, sc.master, sc.applicationId)
-        pg = PostgresSink(settings.postgres.dsn, run_id=run_id)
+    stop = stop_event or threading.Event()
+    with Signals(stop) as signals:
+        spark = None
         try:
-            query = start_query(spark, settings, run_id=run_id, time_mode=REPLAY if replay else LIVE,
-                                checkpoint=checkpoint, api=api, starting=starting, available_now=replay,
-                                observers=observers, pg=pg)
-            return _wait(query, stop_event or threading.Event())
+            pg = PostgresSink(settings.postgres.dsn, run_id=run_id, migrate_schema=False, migrate_on_connect=True)
+            try:
+                pg.migrate()
+            except OUTAGE as exc:
+                log.warning("PostgreSQL: cannot reach it at start (%s); the job starts without it: alerts "
+                            "go to Kafka, the tables' rows wait in a backlog until it answers",
+                            " ".join(str(exc).split())[:160])
+            spark = get_session(settings.streaming.master, settings.streaming.shuffle_partitions,
+                                **settings.streaming.spark_conf)
+            if stop.is_set():  # a signal while the session started
+                raise StopRequested(signals.code)
+            sc = spark.sparkContext
+            log.info("Spark %s, master %s, application %s", spark.version, sc.master, sc.applicationId)
+            try:
+                try:
+                    query = start_query(spark, settings, run_id=run_id, time_mode=REPLAY if replay else LIVE,
+                                        checkpoint=checkpoint, api=api, starting=starting, available_now=replay,
+                                        observers=observers, pg=pg, stop=stop)
+                except Exception as exc:  # a source option, a checkpoint of another query, ...
+                    text = _text(exc)
+                    raise QueryFailed(f"the streaming query did not start: {first_cause(text)}", text) from None
+                signals.starting = False
+                if stop.is_set():  # a stop_event set meanwhile
+                    log.info("stopping")
+                return _wait(query, stop, signals)
+            finally:
+                pg.close()
+        except BaseException:
+            signals.starting = False  # no StopRequested while stopping
+            _kill_jvm()
+            spark = None
+            raise
         finally:
-            pg.close()
-    finally:
-        spark.stop()
+            signals.starting = False
+            if spark is not None:
+                _stop_session(spark)
 
 
-def _wait(query: Any, stop: threading.Event) -> int:
-    """Wait for the query to end or for a stop request; stop it between micro-batches."""
-    signals: list[int] = []
-    previous: dict[int, Any] = {}
-
-    def request(signum: int, _frame: Any) -> None:
-        signals.append(signum)
-        stop.set()
-        # The next Ctrl-C is the impatient one: Python's default (KeyboardInterrupt) again.
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, request)
+def _stop_session(spark: Any) -> None:
+    """``spark.stop()``. The JVM itself ends with this process (its stdin closes, and the kernel
+    sends it SIGTERM: ``session.jvm_launch``); killing it here would only make PySpark's
+    accumulator server print a trace."""
     try:
-        while query.isActive and not stop.is_set():
-            time.sleep(0.2)
-        if query.isActive:
-            log.info("stopping: waiting for the running micro-batch to finish (Ctrl-C again stops now)")
-            _stop_between_batches(query)
+        spark.stop()
+    except Exception as exc:  # the JVM is going away anyway
+        log.debug("stopping Spark: %s", exc)
+
+
+def _kill_jvm() -> None:
+    """After an interruption or a failure at start: the JVM this process started, stopped."""
+    from pyspark import SparkContext
+
+    from replimon.streaming.session import jvm_process, mute_jvm, stop_process
+
+    proc = jvm_process()
+    if proc is not None:
+        mute_jvm()
+        server = getattr(SparkContext._active_spark_context, "_accumulatorServer", None)
+        if server is not None:  # its connection from the JVM breaks: no trace for that
+            server.handle_error = lambda *_args: None
+        stop_process(proc, 5.0)
+
+        SparkContext._gateway = SparkContext._jvm = SparkContext._active_spark_context = None  # type: ignore[assignment]
+
+
+def _wait(query: Any, stop: threading.Event, signals: Signals | None = None) -> int:
+    """Wait for the query to end or for a stop request; stop it after the running micro-batch."""
+    while query.isActive and not stop.is_set():
+        time.sleep(0.2)
+    if query.isActive:
+        log.info("stopping: waiting for the running micro-batch to finish (Ctrl-C again stops now)")
+        _stop_after_batch(query)
+    try:
         query.awaitTermination(60)
         exc = query.exception()
-        if exc is not None:
-            # The JVM's message is the whole trace; its first line says what failed.
-            raise RuntimeError(f"the streaming query failed: {str(exc).strip().splitlines()[0]}")
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    except Exception as raised:  # awaitTermination raises the query's failure
+        exc = raised
+    if exc is not None:
+        if stop.is_set():  # the stop cut a batch short (it runs again at the next start)
+            log.debug("the query ended with %s", first_cause(str(exc)))
+        else:
+            text = _text(exc)
+            raise QueryFailed(f"the streaming query failed: {first_cause(text)}", text)
     log.info("stopped")
-    return INTERRUPTED if signal.SIGINT in signals else 0
+    return signals.code if signals is not None else 0
 
 
-def _stop_between_batches(query: Any, patience_s: float = 15.0) -> None:
-    """``query.stop()`` interrupts the micro-batch thread; inside a ``foreachBatch`` call that
-    shows up as a Py4J InterruptedException and a trace. Wait (up to ``patience_s``: a job behind
-    its trigger starts the next batch at once, so there may be no gap) until no trigger is
-    active, then stop."""
-    deadline = time.monotonic() + patience_s
-    while query.isActive and time.monotonic() < deadline:
+def _text(exc: Any) -> str:
+    """The whole text of a query's failure (a StreamingQueryException's description and its
+    JVM trace when there is one)."""
+    parts = [str(exc)]
+    for attr in ("getStackTrace", "desc"):
+        value = getattr(exc, attr, None)
+        if callable(value):
+            try:
+                value = value()
+            except Exception:
+                value = None
+        if isinstance(value, str) and value not in parts:
+            parts.append(value)
+    return "\n".join(parts)
+
+
+# A Python error's last line in a trace: "ValueError: boom", "replimon...Stopped: ...".
+_PY_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Stopped|Interrupt|Warning|Failed|Unavailable))(: .*)?$")
+
+
+def first_cause(text: str) -> str:
+    """The first cause of a query's failure as one line: the innermost Python error of the first
+    Python traceback (a sink or the source raised it), else the first line after Spark's
+    "terminated with exception:", else the text's first line."""
+    lines = [line.rstrip() for line in text.splitlines()]
+    if "Traceback (most recent call last):" in text:
+        start = next(i for i, line in enumerate(lines) if "Traceback (most recent call last):" in line)
+        cause = None
+        for line in lines[start + 1:]:
+            stripped = line.strip()
+            if stripped.startswith("at ") or stripped.startswith("\tat "):
+                break
+            m = _PY_ERROR.match(stripped)
+            if m and not line.startswith(" "):
+                cause = stripped
+        if cause:
+            name, sep, message = cause.partition(":")
+            return _shorten(name.rsplit(".", 1)[-1] + sep + message)  # the class without its module
+    for line in lines:
+        if "terminated with exception:" in line:
+            rest = line.split("terminated with exception:", 1)[1].strip()
+            if rest:
+                return _shorten(rest)
+    first = next((line.strip() for line in lines if line.strip()), "no message")
+    return _shorten(first)
+
+
+def _shorten(line: str, limit: int = 300) -> str:
+    line = " ".join(line.split())
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def _stop_after_batch(query: Any, patience_s: float = 10.0, writing_s: float = 120.0) -> None:
+    """Stop the query once its running micro-batch is done. ``query.stop()`` interrupts the
+    micro-batch thread; inside a ``foreachBatch`` call that shows up as a Py4J
+    InterruptedException (the writer hands Spark its short form). So a batch that is writing
+    (its rows in the sinks) is let finish (at most ``writing_s``); a batch still planning,
+    reading or in the monitor is let finish for ``patience_s``, then stopped where it stands
+    (nothing of it is committed: it runs again at the next start). Either way the query stops
+    within a moment of the running batch's end (docs/operations.md, "Stopping")."""
+    writer = BatchWriter.running
+    done = writer.finished if writer is not None else 0
+    started = time.monotonic()
+    while query.isActive:
+        now = time.monotonic() - started
+        if writer is not None and writer.finished > done:
+            break  # the running batch ended; the next one, if any, is stopped as it starts
+        writing = writer is not None and writer.busy
         try:
             status = query.status
         except Exception:  # the query ended meanwhile
             break
-        if not status.get("isTriggerActive", False) or status.get("message", "").startswith("Waiting"):
+        if not writing and (not status.get("isTriggerActive", False)
+                            or status.get("message", "").startswith("Waiting") or now > patience_s):
+            break
+        if writing and now > writing_s:
             break
         time.sleep(0.05)
     if query.isActive:

@@ -67,8 +67,44 @@ def _interrupted(exc: BaseException) -> bool:
         not name and "java.lang.InterruptedException" in str(exc)[:2000])
 
 
+SUMMARY_EVERY_S = 60.0  # quiet batches are summed up in one line this often
+
+
+class Progress:
+    """The job's progress lines (docs/operations.md, "Logs"): a batch that read records or wrote
+    anything gets its line; the others (an idle job runs a batch every trigger) are counted and
+    summed up once a minute, so an idle job logs one line a minute and a busy one a line a
+    batch."""
+
+    def __init__(self, every_s: float = SUMMARY_EVERY_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every_s = every_s
+        self.clock = clock
+        self.quiet = 0  # batches not logged since the last summary
+        self.since = clock()
+        self.first = True  # the run's first batch is logged whatever it holds: the job works
+
+    def batch(self, batch_id: int, read: int | None, result: BatchResult, seconds: float, note: str) -> None:
+        outputs = len(result.alert_rows) + len(result.dead_letters)
+        if (read or 0) > 0 or outputs or note or self.first:
+            self.first = False
+            log.info("batch %s: %s records in; out: %s alerts, %s group states, %s dead letters; %.2fs%s",
+                     batch_id, "?" if read is None else read, len(result.alert_rows),
+                     len(result.snapshot_rows), len(result.dead_letters), seconds, note)
+            return
+        self.quiet += 1
+        now = self.clock()
+        if now - self.since >= self.every_s:
+            log.info("idle: %d micro-batch(es) without input in the last %.0f s (the last, batch %s)",
+                     self.quiet, now - self.since, batch_id)
+            self.quiet, self.since = 0, now
+
+
 class BatchWriter:
-    """The ``foreachBatch`` function (module docstring)."""
+    """The ``foreachBatch`` function (module docstring). ``busy`` while it writes a batch;
+    ``finished`` counts the batches it wrote (the runner stops the query after the running one:
+    ``runner._stop_after_batch``); ``running``: the last writer made, that runner's."""
+
+    running: BatchWriter | None = None
 
     def __init__(self, sinks: Sequence[Sink], *, guard: Guard | None = None,
                  observers: Sequence[Callable[[BatchResult], None]] = (),
@@ -79,18 +115,29 @@ class BatchWriter:
         self.guard = guard
         self.observers = list(observers)
         self.window_start_ms = window_start_ms
+        self.progress = Progress()
+        self.busy = False
+        self.finished = 0
+        BatchWriter.running = self
 
     def __call__(self, df: Any, batch_id: int) -> None:
+        from replimon.streaming.sinks.kafka import Stopped
+
+        self.busy = True
         try:
             self._write(df, batch_id)
+            self.finished += 1
         except Exception as exc:
-            if not _interrupted(exc):
+            # Stopped: the job was asked to stop while a sink waited for its server.
+            if not _interrupted(exc) and not isinstance(exc, Stopped):
                 raise
             # query.stop() interrupted this batch (nothing of it is committed: a restart runs it
             # again). Spark recognises a stop inside a Python foreachBatch by matching this text
             # against the error with a backtracking regex, which overflows the JVM's stack on the
             # whole Java trace (StreamExecution.isInterruptedByStop): hand it the short form.
             raise RuntimeError(f"{_PY4J_ERROR} {batch_id}: java.lang.InterruptedException") from None
+        finally:
+            self.busy = False
 
     def _write(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
@@ -107,9 +154,7 @@ class BatchWriter:
         # The batch's line counts what came in (records read from the topics, as pipeline_metrics
         # input_rows) and what went out; output rows alone said "3 rows" for 218 records read.
         read = self.records_in(batch_id) if self.records_in is not None else None
-        log.info("batch %s: %s records in; out: %s alerts, %s group states, %s dead letters; %.2fs%s",
-                 batch_id, "?" if read is None else read, len(result.alert_rows), len(result.snapshot_rows),
-                 len(result.dead_letters), time.monotonic() - started, note)
+        self.progress.batch(batch_id, read, result, time.monotonic() - started, note)
         for observer in self.observers:
             observer(result)
 

@@ -35,8 +35,12 @@ RETRIABLE = {KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITIO
              KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT,
              KafkaError._TRANSPORT, KafkaError.OFFSET_NOT_AVAILABLE}
 OUT_OF_RANGE = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}
+# What a broker that is down, restarting or hung answers. _NOENT is "No leaders found": metadata
+# from a cluster whose brokers are gone names no partition leader, and a ListOffsets call fails
+# with it before any connection is tried (it ended the query in a batch's planning).
 _TRANSIENT = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT,
-              KafkaError._RESOLVE}
+              KafkaError._RESOLVE, KafkaError._NOENT, KafkaError.BROKER_NOT_AVAILABLE,
+              KafkaError.NETWORK_EXCEPTION, KafkaError._TIMED_OUT_QUEUE, KafkaError._MSG_TIMED_OUT}
 # librdkafka's own log goes to stderr, one line per failed connection attempt (about 11 KB/s of
 # "FAIL ... Connection refused" while a broker is down). Only its critical lines are kept; the
 # readers report a broker lost and back themselves (docs/operations.md, "Broker outage"). A

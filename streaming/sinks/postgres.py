@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.types.json import Jsonb
 
+from replimon.kafka.outage import STILL_EVERY_S
 from replimon.store.rows import dead_letter_row as _dead_letter_row
 from replimon.store.rows import group_row as _group_row
 from replimon.store.rows import node_rows as _node_rows
@@ -179,19 +180,39 @@ class PostgresSink:
     """
 
     def __init__(self, dsn: str, *, run_id: str = LIVE_RUN, pipeline: str = DEFAULT_PIPELINE,
-                 migrate_schema: bool = True, connect_timeout: int = 10) -> None:
+                 migrate_schema: bool = True, connect_timeout: int = 10,
+                 migrate_on_connect: bool = False) -> None:
+        """``migrate_schema``: apply the migrations now (PostgreSQL must answer);
+        ``migrate_on_connect``: apply them when a connection is first opened instead (the live
+        job, which may start while PostgreSQL is down: docs/operations.md)."""
         if not dsn:
             raise ValueError("PostgresSink needs a DSN (postgres.dsn)")
         self.dsn, self.run_id, self.pipeline = dsn, run_id, pipeline
         self._connect_timeout = connect_timeout
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
+        self._migrate = migrate_on_connect
         if migrate_schema:
             migrate(dsn)
+
+    def migrate(self) -> list[str]:
+        """Apply the migrations now (raises like a write when PostgreSQL is down); the versions
+        applied."""
+        with self._lock:
+            applied = migrate(self.dsn)
+            self._migrate = False
+        if applied:
+            log.info("applied PostgreSQL migrations %s", applied)
+        return applied
 
     # -- connection ----------------------------------------------------------------------------
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:
+            if self._migrate:  # the job started while PostgreSQL was down (``migrate_on_connect``)
+                applied = migrate(self.dsn)
+                self._migrate = False
+                if applied:
+                    log.info("applied PostgreSQL migrations %s", applied)
             self._conn = psycopg.connect(self.dsn, autocommit=True,
                                          connect_timeout=self._connect_timeout,
                                          application_name=f"replimon-sink-{self.pipeline}")
@@ -351,6 +372,7 @@ class PostgresBatchSink:
         self.backoff = backoff if backoff is not None else Backoff()
         self.down_since: float | None = None  # monotonic time PostgreSQL was lost; None: up
         self._retrying = False
+        self._said = 0.0  # when "still unreachable" was said last
         self._last: int | None = None  # the committed batch id last read from PostgreSQL
         self._queued: dict[int, float] = {}  # batch id -> when it joined the backlog (this run)
         if self.backlog:
@@ -373,7 +395,11 @@ class PostgresBatchSink:
         last_queued = self.backlog.last_id
         if last_queued is not None and batch_id <= last_queued:
             return True  # sent to Kafka, its rows wait in the backlog (or were written)
-        if not self.down or self.backoff.due():
+        if self.down:
+            # No question to PostgreSQL here while it is down: each one pushed the backoff, so
+            # the backlog was never retried ("still unreachable" never said). ``drain`` asks.
+            self.drain()
+        if not self.down:
             try:
                 self._last = self.pg.last_batch_id()
             except OUTAGE as exc:
@@ -403,7 +429,16 @@ class PostgresBatchSink:
 
     def drain(self) -> None:
         """Write the backlog, oldest first, if the backoff allows an attempt now."""
-        if not self.backlog or not self.backoff.due():
+        if not self.backoff.due():
+            return
+        if not self.backlog:
+            if self.down:  # lost before anything waited (a job started without PostgreSQL)
+                try:
+                    self._last = self.pg.last_batch_id()
+                except OUTAGE as exc:
+                    self._still(exc)
+                    return
+                self._back()
             return
         try:
             while self.backlog:
@@ -416,14 +451,20 @@ class PostgresBatchSink:
                 self.backlog.pop_first()
                 self._queued.pop(p.batch_id, None)
         except OUTAGE as exc:
-            delay = self.backoff.failed()
-            if not self._retrying:
-                self._retrying = True
-                log.warning("PostgreSQL: still unreachable (%s); %d batch(es) wait; retrying with "
-                            "backoff up to %.0f s", _reason(exc), len(self.backlog), self.backoff.max_s)
-            log.debug("PostgreSQL: next attempt in %.1f s", delay)
+            self._still(exc)
             return
         self._back()
+
+    def _still(self, exc: BaseException) -> None:
+        """A retry failed: said at the first one, then once a minute while it lasts."""
+        delay = self.backoff.failed()
+        now = time.monotonic()
+        if not self._retrying or now - self._said >= STILL_EVERY_S:
+            self._retrying = True
+            self._said = now
+            log.warning("PostgreSQL: still unreachable (%s); %d batch(es) wait; retrying with "
+                        "backoff up to %.0f s", _reason(exc), len(self.backlog), self.backoff.max_s)
+        log.debug("PostgreSQL: next attempt in %.1f s", delay)
 
     def _lost(self, exc: BaseException) -> None:
         if self.down_since is None:

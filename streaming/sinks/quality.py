@@ -63,7 +63,8 @@ class QualitySink:
 
     def __init__(self, settings: Any, run_id: str, dsn: str, pipeline: Callable[[], str], *,
                  kafka: Any = None, end_offsets: Callable[[int], dict[str, dict[str, int]]] | None = None,
-                 window_start_ms: int | None = None, background: bool = False) -> None:
+                 window_start_ms: int | None = None, background: bool = False,
+                 paused: Callable[[], bool] | None = None) -> None:
         self.settings = settings
         self.q = settings.quality
         self.run_id = run_id
@@ -77,6 +78,9 @@ class QualitySink:
         self.validations = 0  # validations written by this sink (tests, the benchmark)
         self.clocks_off: frozenset[tuple[str, str]] = frozenset()  # (group, node) reported as off
         self.background = background  # validate in a thread of its own (module docstring)
+        # True while PostgreSQL is down (the batch sink's backlog): nothing is validated, since
+        # the results could not be written (and would say so on every due batch).
+        self.paused = paused or (lambda: False)
         self._running: threading.Thread | None = None
         if "great_expectations" not in sys.modules:
             from replimon.quality.engine import warm_up
@@ -101,6 +105,8 @@ class QualitySink:
 
     # -- the batch -------------------------------------------------------------------------------
     def write(self, result: BatchResult) -> None:
+        if self.paused():
+            return
         if not self.background:
             self.validate(result)
             return

@@ -272,3 +272,56 @@ def test_job_rides_out_a_broker_lost_while_a_batch_reads(spark: Any, postgres: A
             job.assert_running()
     finally:
         broker.stop()
+
+
+class _NoLeaders:
+    """``earliest`` failing as a broker that went away does in ListOffsets: _NOENT, "No leaders
+    found" (it ended the query in a batch's planning), then answering."""
+
+    timeout_s = 20.0
+
+    def __init__(self, down: int) -> None:
+        self.down = down
+        self.calls = 0
+
+    def earliest(self, tps: Any) -> dict[Any, int]:
+        self.calls += 1
+        if self.calls <= self.down:
+            raise KafkaException(KafkaError(KafkaError._NOENT, "No leaders found"))
+        return {tp: 0 for tp in tps}
+
+
+def test_a_batch_planned_while_the_broker_goes_waits_in_partitions(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """``partitions()`` (the planning after ``latestOffset``) asks where partitions start; a
+    broker lost in between answers _NOENT: the batch waits with the outage's lines instead of
+    failing the query, and its tasks are the ones it would have had."""
+    monkeypatch.setattr(source, "RETRY_S", (0.0,))
+    r = _reader(_NoLeaders(down=4))
+    with caplog.at_level(logging.INFO, logger="replimon.streaming.sources.kafka"):
+        parts = r.partitions({"replica.decisions": {"0": 2}}, {"replica.decisions": {"0": 5}})
+    assert [(p.topic, p.partition, p.start, p.until) for p in parts] == [("replica.decisions", 0, 2, 5)]
+    lines = [rec.getMessage() for rec in caplog.records]
+    assert len(lines) == 2 and "no micro-batch runs until it does" in lines[0], lines
+    assert lines[1].startswith("Kafka: the broker at 127.0.0.1:9 answers again after "), lines
+
+
+def test_a_long_outage_says_still_once_a_minute(monkeypatch: pytest.MonkeyPatch,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    """Planning through a long outage: lost, then "still" each time the minute has passed (a
+    clock that moves 25 s per attempt: 12 attempts, 300 s), then back with the real length."""
+    monkeypatch.setattr(source, "RETRY_S", (0.0,))
+    r = _reader(_FlakyClient(down=12))
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 25.0
+        return now[0]
+
+    r._outage.clock = clock
+    with caplog.at_level(logging.WARNING, logger="replimon.streaming.sources.kafka"):
+        r.latestOffset({"replica.decisions": {"0": 2}}, source.ReadAllAvailable())
+    lines = [rec.getMessage() for rec in caplog.records]
+    still = [line for line in lines if line.startswith("Kafka: still no broker of 127.0.0.1:9 answers after ")]
+    assert lines[0].startswith("Kafka: no broker of") and len(still) == 3, lines  # at 75, 150, 225 s
+    assert lines[-1] == "Kafka: the broker at 127.0.0.1:9 answers again after 300 s; the job goes on"

@@ -140,7 +140,7 @@ def test_decode_sends_each_marker_to_every_bucket() -> None:
     ev = simulate(2, groups=1)[0]
     raw = json.dumps(ev).encode()
     records = pa.RecordBatch.from_arrays([
-        pa.array([None], pa.binary()), pa.array([raw], pa.binary()), pa.array([f"replica.{ev['type']}"]),
+        pa.array([ev["group"].encode()], pa.binary()), pa.array([raw], pa.binary()), pa.array([f"replica.{ev['type']}"]),
         pa.array([0], pa.int32()), pa.array([7], pa.int64()), pa.array([0], pa.timestamp("us", tz="UTC")),
         pa.array([0], pa.int32())], schema=ARROW_SCHEMA)
     topics = {f"replica.{t}": t for t in ("decision", "executed", "heartbeat", "config")}

@@ -21,17 +21,34 @@ from replimon.streaming.sources.kafka.schema import ARROW_SCHEMA
 TOPICS = Settings().kafka.topics
 
 
-def records(events: list[tuple[str, dict[str, Any]]]) -> pa.RecordBatch:
+def records(events: list[tuple[str, dict[str, Any]]], keys: list[bytes | None] | None = None) -> pa.RecordBatch:
+    """The source's Arrow batch of these events, keyed by group (or by ``keys``)."""
     n = len(events)
+    keys = keys if keys is not None else [str(e.get("group", "")).encode() for _, e in events]
     return pa.RecordBatch.from_arrays([
-        pa.array([None] * n, pa.binary()), pa.array([json.dumps(e).encode() for _, e in events], pa.binary()),
+        pa.array(keys, pa.binary()), pa.array([json.dumps(e).encode() for _, e in events], pa.binary()),
         pa.array([t for t, _ in events]), pa.array([0] * n, pa.int32()), pa.array(list(range(n)), pa.int64()),
         pa.array([0] * n, pa.timestamp("us", tz="UTC")), pa.array([0] * n, pa.int32())], schema=ARROW_SCHEMA)
 
 
-def decoded(events: list[tuple[str, dict[str, Any]]], bound: int = 0) -> list[dict[str, Any]]:
+def decoded(events: list[tuple[str, dict[str, Any]]], bound: int = 0,
+            keys: list[bytes | None] | None = None) -> list[dict[str, Any]]:
     run = decode_batches(TOPICS.input_families, 4, clock=False, bound=bound)
-    return [row for out in run(iter([records(events)])) for row in out.to_pylist()]
+    return [row for out in run(iter([records(events, keys)])) for row in out.to_pylist()]
+
+
+def test_a_record_without_its_groups_key_is_a_dead_letter() -> None:
+    """No key, or another group's: a dead letter with the reason (the record may have reached
+    another partition than its group's); the same event keyed by its group is an event."""
+    xcom, _ = sample()
+    ev = next(e for e in xcom if e["type"] == "heartbeat")
+    topic = TOPICS.for_event_type("heartbeat")
+    rows = decoded([(topic, ev)] * 3, keys=[None, b"g2", b"g1"])
+    (dead,) = [r for r in rows if r["group"] == DEAD_KEY]
+    reasons = [letter[4] for letter in unpack(dead["items"])]
+    assert reasons == ["key: the record has no key; the contract keys every record by its group ('g1')",
+                       "key: the record's key 'g2' is not its group 'g1' (the contract keys records by group)"]
+    assert [len(unpack(r["items"])) for r in rows if r["group"] == "g1"] == [1]
 
 
 def sample() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

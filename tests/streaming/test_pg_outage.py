@@ -125,7 +125,7 @@ def test_writer_rides_out_an_outage(broker: Any, postgres: Any, own_postgres: Em
         writer(_frame(batches[3]), 3)
         own_postgres.start()  # back
         back = datetime.now(UTC)
-        writer(_frame(batches[4]), 4)  # writes the backlog (1, 2, 3), then itself
+        writer(_frame(batches[4]), 4)  # its guard question writes the backlog (1, 2, 3), then itself
         writer(_frame(batches[5]), 5)
         assert not writer.guard.backlog and not list((ckpt / "pg-backlog").iterdir())
         assert sink.last_batch_id() == 5
@@ -138,7 +138,7 @@ def test_writer_rides_out_an_outage(broker: Any, postgres: Any, own_postgres: Em
                                    " AND pg_backlog IS NOT NULL", (run_id,)).fetchall())
         written = {b: (live, at) for b, live, at in conn.execute(
             "SELECT batch_id, live, written_at FROM pipeline_metrics WHERE run_id = %s", (run_id,))}
-    assert set(waited) == {1, 2, 3, 4}  # 4 joined the backlog behind 1-3 and was written with them
+    assert set(waited) == {1, 2, 3}  # 4 found PostgreSQL back, wrote 1-3, then itself on time
     # Pipeline health's "PostgreSQL backlog" panel draws exactly that, and 0 for the batches on time
     panel = expand(PG_BACKLOG, TimeRange(datetime.fromtimestamp(0, UTC), datetime.now(UTC)), {"run": run_id})
     with psycopg.connect(dsn) as conn:
@@ -198,3 +198,85 @@ def test_job_survives_an_outage(spark: Any, broker: Any, postgres: Any, own_post
         eventually(caught_up, timeout=180, interval=1, what="PostgreSQL holding every alert Kafka got")
         assert max(_pg_alerts(own_postgres.dsn, run_id).values()) == 1
         job.assert_running()
+
+
+@pytest.mark.slow
+def test_the_job_starts_without_postgresql(broker: Any, own_postgres: EmbeddedPostgres, topic_prefix: str,
+                                           tmp_path: Path, clean_env: None) -> None:
+    """``replimon run`` while PostgreSQL is down (a database never migrated): it starts, says so,
+    monitors (a fault's alert on ``monitor.alerts``); killed (SIGKILL) and started again still
+    during the outage, it goes on (another fault); PostgreSQL back: the migrations are applied
+    and every alert of check over the events is in the tables exactly once; the lines as
+    documented (lost, still unreachable, back)."""
+    import os
+    import signal
+    import subprocess
+    import threading
+
+    from tests.test_operator_errors import REPLIMON, clean_environ
+
+    path, settings = job_config(broker, own_postgres, topic_prefix, tmp_path, quality={"enabled": False},
+                                thresholds={"clock_skew_s": 3600})
+    own_postgres.stop()
+    start_ms = int(time.time() * 1000) + 600_000
+    events: list[dict[str, Any]] = []
+    Simulator(SimOptions(duration_ms=40_000, groups=3, seed=8, start_ms=start_ms),
+              [parse_injection(f) for f in ("beyond_horizon:g1@10s", "divergent_decision:g2@30s")],
+              events.append).run()
+    first = [e for e in events if e["ts_ms"] < start_ms + 20_000]
+    later = [e for e in events if e["ts_ms"] >= start_ms + 20_000]
+    lines: list[str] = []
+
+    def start() -> subprocess.Popen[str]:
+        proc = subprocess.Popen([*REPLIMON, "--config", str(path), "run"], cwd=tmp_path, env=clean_environ(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+        def read() -> None:
+            assert proc.stderr is not None
+            with proc.stderr:
+                for line in iter(proc.stderr.readline, ""):
+                    lines.append(line)
+
+        threading.Thread(target=read, daemon=True).start()
+        return proc
+
+    def on_kafka(kind: str) -> bool:
+        return any(json.loads(m.value())["kind"] == kind
+                   for m in read_topic(broker.bootstrap_servers, settings.kafka.topics.alerts))
+
+    proc = start()
+    try:
+        publish(settings, first)
+        eventually(lambda: on_kafka("BEYOND_HORIZON"), timeout=240, interval=1,
+                   what=lambda: f"the first fault on Kafka: {''.join(lines)[-2000:]}")
+        os.kill(proc.pid, signal.SIGKILL)  # a crash during the outage
+        proc.wait(30)
+        backlog = tmp_path / "ckpt" / "live" / "pg-backlog"
+        assert list(backlog.glob("*.json")), "the rows of the outage wait on disk"
+        proc = start()
+        publish(settings, later)
+        eventually(lambda: on_kafka("DIVERGENT_DECISION"), timeout=240, interval=1,
+                   what=lambda: f"the second fault on Kafka: {''.join(lines)[-2000:]}")
+        own_postgres.start()
+        want = Counter((a.alert_id, a.status) for a in Monitor().run(events))
+        def stored() -> Counter[tuple[str, str]]:
+            try:
+                return _pg_alerts(own_postgres.dsn, "live")
+            except psycopg.errors.UndefinedTable:  # the job has not migrated the new database yet
+                return Counter()
+
+        eventually(lambda: stored() == want, timeout=240, interval=1,
+                   what=lambda: f"check's alerts in PostgreSQL, each once: {''.join(lines)[-2000:]}")
+        time.sleep(3)
+        assert _pg_alerts(own_postgres.dsn, "live") == want
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    text = "".join(lines)
+    assert "cannot reach PostgreSQL at" in text and "starting without it" in text, text[-3000:]
+    for said in ("PostgreSQL: lost (", "PostgreSQL: still unreachable (", "PostgreSQL: back after "):
+        assert said in text, (said, text[-3000:])
+    assert "Traceback" not in text

@@ -334,3 +334,14 @@ def data_loss(opts: Options, message: str) -> None:
     logger.warning("%s. Some data may have been lost; going on because failOnDataLoss is false.",
                    message)
 
+
+def worker_logging() -> None:
+    """In a Python process Spark started (the source's planner, a task's reader), where nothing
+    configured logging: the source's warnings with a time stamp, as the job's own lines are
+    (Python's last-resort handler prints them bare). The job's own process is left alone."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.WARNING)

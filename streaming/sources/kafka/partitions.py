@@ -21,7 +21,7 @@ from pyspark.sql.datasource import InputPartition
 
 from replimon.kafka.outage import BrokerWatch
 from replimon.streaming.sources.kafka.markers import marker_batch, truncation
-from replimon.streaming.sources.kafka.options import Options, data_loss
+from replimon.streaming.sources.kafka.options import Options, data_loss, worker_logging
 from replimon.streaming.sources.kafka.planning import Range, pack_ranges
 from replimon.streaming.sources.kafka.schema import ARROW_SCHEMA
 
@@ -66,6 +66,7 @@ def input_partitions(ranges: Sequence[Range], max_partitions: int | None = None)
 def read_partition(opts: Options, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     """The Arrow batches of a task: its data-loss markers first (``markers.py``; planned on the
     first task of a batch), then its range, or its ranges one after another."""
+    worker_logging()
     losses = getattr(partition, "losses", None)
     if losses:
         yield marker_batch(losses)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -28,6 +28,7 @@ from pyspark.sql.streaming.datasource import (
 from replimon.kafka import TP, KafkaClient, RecordsUnavailable, offsets_from_json, offsets_to_json
 from replimon.kafka.client import Print
 from replimon.kafka.consumers import unreachable
+from replimon.kafka.outage import OutageNotice
 from replimon.streaming.sources.kafka.admission import (
     AlignStats,
     TimestampIndex,
@@ -42,6 +43,7 @@ from replimon.streaming.sources.kafka.options import (
     check_batch_start,
     check_ending,
     data_loss,
+    worker_logging,
 )
 from replimon.streaming.sources.kafka.partitions import (
     KafkaInputPartition,
@@ -52,11 +54,19 @@ from replimon.streaming.sources.kafka.partitions import (
 from replimon.streaming.sources.kafka.planning import Range, resolve, split_ranges
 
 logger = logging.getLogger("replimon.streaming.sources.kafka")
+_T = TypeVar("_T")
 
 # A broker outage (docs/operations.md, "Broker outage"): how long planning waits for metadata
-# before calling the broker lost, and how often it asks again meanwhile.
+# before calling the broker lost, how long any other planning call may take (a broker that hangs,
+# SIGSTOP or a dead host, answers nothing: the client's pollTimeoutMs, 120 s, would hold a batch
+# that long without a line), and how often it asks again meanwhile.
 METADATA_TIMEOUT_S = 10.0
+PLAN_TIMEOUT_S = 20.0
 RETRY_S = (1.0, 2.0, 5.0)
+LOST = ("Kafka: no broker of {servers} answers ({reason}); the job waits, no micro-batch runs "
+        "until it does")
+STILL = "Kafka: still no broker of {servers} answers after {down} s ({reason}); the job waits"
+BACK = "Kafka: the broker at {servers} answers again after {down} s; the job goes on"
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -77,6 +87,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # planned, and the partitions found re-created since (their batch start then).
         self._prints: dict[TP, Print] = {}
         self._recreated: dict[TP, int] = {}
+        self._outage = OutageNotice(logger, LOST, STILL, BACK)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -88,8 +99,31 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def client(self) -> KafkaClient:
         if self._client is None:
+            worker_logging()
             self._client = self.opts.new_client()
+            # Planning calls are bounded by PLAN_TIMEOUT_S, not pollTimeoutMs: a hung broker is
+            # then an outage with its line, not a batch that waits two minutes in silence.
+            self._client.timeout_s = min(self._client.timeout_s, PLAN_TIMEOUT_S)
         return self._client
+
+    def _patient(self, call: Callable[..., _T], *args: Any) -> _T:
+        """``call(*args)``, again and again while no broker answers: waiting 1, 2, then 5 s
+        between attempts, with the outage's lines (lost, still every minute, back). Nothing is
+        planned meanwhile, so nothing is judged on input that cannot arrive; any other error
+        raises (docs/operations.md, "Broker outage")."""
+        attempt = 0
+        while True:
+            try:
+                out = call(*args)
+            except Exception as exc:
+                if not unreachable(exc):
+                    raise
+                self._outage.failed(exc, servers=self._servers())
+                time.sleep(RETRY_S[min(attempt, len(RETRY_S) - 1)])
+                attempt += 1
+                continue
+            self._outage.ok(servers=self._servers())
+            return out
 
     def _resolve_bound(self, tps: Sequence[TP], marks: Mapping[TP, tuple[int, int]],
                        ends: Mapping[TP, int]) -> None:
@@ -101,6 +135,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             logger.info("%s: ending at %s", SOURCE_NAME, offsets_to_json(self._bound))
 
     def initialOffset(self) -> dict:
+        return self._patient(self._initial_offset)
+
+    def _initial_offset(self) -> dict:
         tps, marks, ends = self.client.snapshot(self.opts.selects)
         self._latest = ends
         self._resolve_bound(tps, marks, ends)
@@ -116,7 +153,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        _tps, _marks, ends = self.client.snapshot(self.opts.selects)
+        _tps, _marks, ends = self._patient(self.client.snapshot, self.opts.selects)
         self._target = dict(ends)
         logger.info("%s: availableNow target %s", SOURCE_NAME, offsets_to_json(ends))
 
@@ -132,30 +169,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return tps, gone
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        """The end of the next micro-batch. While no broker answers this waits, asking again
-        every few seconds, with one warning when the broker is lost and one when it is back: no
-        micro-batch runs meanwhile, so nothing is judged on input that cannot arrive (a silence
-        timer would otherwise fire for every group), and the job goes on by itself after."""
-        lost: float | None = None
-        attempt = 0
-        while True:
-            try:
-                out = self._latest_offset(start, limit)
-            except Exception as exc:
-                if not unreachable(exc):
-                    raise
-                if lost is None:
-                    lost = time.monotonic()
-                    logger.warning("Kafka: no broker of %s answers (%s); the job waits, no "
-                                   "micro-batch runs until it does", self._servers(),
-                                   _short(exc))
-                time.sleep(RETRY_S[min(attempt, len(RETRY_S) - 1)])
-                attempt += 1
-                continue
-            if lost is not None:
-                logger.warning("Kafka: the broker at %s answers again after %.0f s; the job goes "
-                               "on", self._servers(), time.monotonic() - lost)
-            return out
+        """The end of the next micro-batch. While no broker answers this waits (``_patient``):
+        no micro-batch runs meanwhile, so nothing is judged on input that cannot arrive (a
+        silence timer would otherwise fire for every group), and the job goes on by itself
+        after."""
+        return self._patient(self._latest_offset, start, limit)
 
     def _servers(self) -> str:
         return str(self.opts.client.get("bootstrap.servers", "?"))
@@ -274,7 +292,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         renewed = {tp for tp, at in self._recreated.items() if begin.get(tp) == at}
         want = sorted(tp for tp, until in finish.items()
                       if tp not in begin or (markers and until != begin[tp]) or tp in renewed)
-        lows = self.client.earliest(want)
+        lows = self._patient(self.client.earliest, want)
         ranges: list[Range] = []
         losses: list[dict[str, Any]] = []
         for tp, until in sorted(finish.items()):
@@ -327,12 +345,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._client is not None:
             self._client.close()
             self._client = None
-
-
-def _short(exc: BaseException) -> str:
-    """An exception's first line, short (librdkafka's messages can be long)."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text[:160]
 
 
 class KafkaBatchReader(DataSourceReader):
