@@ -4,8 +4,26 @@ Errors an operator can cause (a bad flag, a bad config value, an unreadable file
 line on stderr naming what is wrong and exit status 2; never a traceback.
 """
 
+# ruff: noqa: E402
 from __future__ import annotations
 
+import signal
+import threading
+
+
+def _stopped_while_starting(signum: int, frame: object) -> None:
+    """Ctrl-C or SIGTERM while the command's modules are still being imported (before ``main``
+    handles them): exit as a stop then would, 130 or 0, with no traceback and nothing started."""
+    raise SystemExit(130 if signum == signal.SIGINT else 0)
+
+
+_BEFORE: dict[int, object] = {}
+if threading.current_thread() is threading.main_thread():
+    for _sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(_sig) is not signal.SIG_IGN:  # an ignored signal stays ignored (nohup, &)
+            _BEFORE[_sig] = signal.signal(_sig, _stopped_while_starting)
+
+# The imports below come after those handlers (E402): they take a second or more.
 import importlib
 import json
 import sys
@@ -514,6 +532,9 @@ def show_config() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app; one-line errors for usage and config problems."""
+    for sig, before in _BEFORE.items():  # from here on, the commands' own handling
+        if signal.getsignal(sig) is _stopped_while_starting:
+            signal.signal(sig, before)  # type: ignore[arg-type]
     command = typer.main.get_command(app)
     try:
         result = command.main(args=argv, prog_name="replimon", standalone_mode=False)

@@ -119,6 +119,16 @@ def quiet_logs(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     for name in CHATTY_LOGGERS:
         logging.getLogger(name).setLevel(logging.INFO if verbose else logging.CRITICAL)
+    if not verbose:
+        # Some libraries log through the root logger (py4j's "Exception while sending command."
+        # when the JVM goes away under a call): judged by where the record was made, not its name.
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_not_from_chatty_libraries)
+
+
+def _not_from_chatty_libraries(record: Any) -> bool:
+    path = record.pathname.replace("\\", "/")
+    return not any(f"/{name}/" in path for name in CHATTY_LOGGERS)
 
 
 

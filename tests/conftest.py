@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +11,13 @@ from pathlib import Path
 import pytest
 
 from replimon.embedded import EmbeddedBroker, EmbeddedPostgres
+
+# A non-interactive shell starts a background job with SIGINT ignored, and a child process keeps an
+# ignored signal ignored: the tests that stop replimon with Ctrl-C would then test nothing (and
+# wait). Started that way, this process handles SIGINT as Python does by default, so the commands
+# it starts get SIGINT as from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
