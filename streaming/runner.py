@@ -326,7 +326,14 @@ def _wait(query: Any, stop: threading.Event, signals: Signals | None = None) -> 
         time.sleep(0.2)
     if query.isActive:
         log.info("stopping: waiting for the running micro-batch to finish (Ctrl-C again stops now)")
-        _stop_after_batch(query)
+        try:
+            _stop_after_batch(query)
+        except Exception as exc:  # spark.sql.streaming.stopTimeout: the batch would not stop
+            log.warning("stopping: the running micro-batch did not stop (%s); the JVM is stopped "
+                        "with it (the batch runs again at the next start)", first_cause(_text(exc)))
+            _kill_jvm()
+            log.info("stopped")
+            return signals.code if signals is not None else 0
     try:
         query.awaitTermination(60)
         exc = query.exception()

@@ -51,6 +51,10 @@ def spark_conf(master: str = "local[2]", shuffle_partitions: int = 2, **extra: A
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.python.worker.reuse": "true",
         "spark.sql.streaming.noDataMicroBatches.enabled": "true",
+        # query.stop() waits at most this long for the micro-batch thread (Spark's default is
+        # forever): a task blocked on a broker that is gone would otherwise hold a stop for good
+        # (the runner then stops the JVM: docs/operations.md, "Stopping")
+        "spark.sql.streaming.stopTimeout": "15s",
     }
     conf.update({k: str(v) for k, v in extra.items()})
     return conf

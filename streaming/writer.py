@@ -100,7 +100,8 @@ class Progress:
 
 
 class BatchWriter:
-    """The ``foreachBatch`` function (module docstring). ``busy`` while it writes a batch;
+    """The ``foreachBatch`` function (module docstring). ``busy`` while it writes a batch's rows
+    to the sinks (not while Spark computes the batch: its read may wait on a lost broker);
     ``finished`` counts the batches it wrote (the runner stops the query after the running one:
     ``runner._stop_after_batch``); ``running``: the last writer made, that runner's."""
 
@@ -123,7 +124,6 @@ class BatchWriter:
     def __call__(self, df: Any, batch_id: int) -> None:
         from replimon.streaming.sinks.kafka import Stopped
 
-        self.busy = True
         try:
             self._write(df, batch_id)
             self.finished += 1
@@ -141,7 +141,8 @@ class BatchWriter:
 
     def _write(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
-        rows = df.collect()
+        rows = df.collect()  # the batch is computed here (read, decoded, monitored): not busy yet
+        self.busy = True  # from here its rows go to the sinks: a stop lets this finish
         result = batch_result(batch_id, rows, self.window_start_ms)
         result.repeated = self.guard is not None and self.guard.committed(batch_id)
         for sink in self.sinks:

@@ -301,7 +301,9 @@ class KafkaClient:
             # watermark (from the fetch response) tells.
             for tp in sorted(pending):
                 high = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)[1]
-                if 0 <= high <= starts[tp]:
+                # (a cached mark below the partition's earliest offset is no answer: the cache
+                # of a consumer reconnecting after an outage can hold 0)
+                if marks[tp][0] <= high <= starts[tp]:
                     ends[tp] = high
                     pending.discard(tp)
 

@@ -61,6 +61,7 @@ _T = TypeVar("_T")
 # SIGSTOP or a dead host, answers nothing: the client's pollTimeoutMs, 120 s, would hold a batch
 # that long without a line), and how often it asks again meanwhile.
 METADATA_TIMEOUT_S = 10.0
+MOVED_BACK_CHECKS = 3  # a partition's end below the offsets read is asked again this many times
 PLAN_TIMEOUT_S = 20.0
 RETRY_S = (1.0, 2.0, 5.0)
 LOST = ("Kafka: no broker of {servers} answers ({reason}); the job waits, no micro-batch runs "
@@ -186,6 +187,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._gone = gone
         marks = self.client.watermarks(tps)
         avail = self.client.true_ends(marks)
+        marks, avail = self._confirm_moved_back(begin, marks, avail)
         self._latest = dict(avail)
         if self.opts.data_loss_markers:
             self._check_logs(begin, marks, avail)
@@ -222,6 +224,28 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         elif not isinstance(limit, ReadAllAvailable):
             raise NotImplementedError(f"{SOURCE_NAME}: read limit {limit!r} is not supported")
         return offsets_to_json(result)
+
+    def _confirm_moved_back(self, begin: Mapping[TP, int], marks: dict[TP, tuple[int, int]],
+                            avail: dict[TP, int]) -> tuple[dict[TP, tuple[int, int]], dict[TP, int]]:
+        """A partition whose end is below where the job has read is data loss (a truncated or
+        re-created log), but a broker coming back from an outage can answer so for a moment (an
+        embedded broker resumed after a pause reported offset 0 for partitions it holds): such an
+        answer is asked again, up to ``MOVED_BACK_CHECKS`` times a second apart, and only one
+        that stays is taken."""
+        for _ in range(MOVED_BACK_CHECKS):
+            moved = sorted(tp for tp, end in avail.items() if tp in begin and begin[tp] > end)
+            if not moved:
+                break
+            logger.info("%s: %s below the offsets read (%s); asking the broker again", SOURCE_NAME,
+                        ", ".join(f"{t}-{p} at {avail[(t, p)]}" for t, p in moved),
+                        ", ".join(str(begin[tp]) for tp in moved))
+            time.sleep(1.0)
+            prints = dict(self.client.last_prints)
+            again = self.client.watermarks(moved)
+            ends = self.client.true_ends(again)
+            self.client.last_prints = {**prints, **self.client.last_prints}
+            marks, avail = {**marks, **again}, {**avail, **ends}
+        return marks, avail
 
     def _check_logs(self, begin: Mapping[TP, int], marks: Mapping[TP, tuple[int, int]],
                     ends: Mapping[TP, int]) -> None:
